@@ -1,0 +1,66 @@
+"""HOW requests are sent: transport, SSE parsing, arrival schedules, runner, recorder, engine
+launcher, control-plane probes and the simulated engine.
+
+It knows the OpenAI streaming dialect and HTTP; it does not know what a metric, a validity
+rule or a passport is (that is `passport`), nor how prompts are made (that is `workloads`).
+"""
+
+from harness._clientstats import ClientMonitor
+from harness._control import ControlClient, detect_engine
+from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
+from harness._http import Endpoint, Exchange, HttpClient, Timeouts
+from harness._launcher import EngineLauncher, free_port, redact_command
+from harness._openai import CHUNK_KINDS, OUTCOMES, Api, ChunkKind, StreamSummary, build_body, classify, summarize
+from harness._recorder import (
+    CHUNKS_SCHEMA,
+    RAW_SCHEMA_VERSION,
+    REQUESTS_SCHEMA,
+    TELEMETRY_SCHEMA,
+    TableWriter,
+    join_parts,
+)
+from harness._runner import PreparedRequest, ProgressSink, RepetitionResult, Runner
+from harness._schedule import SCHEDULE_SCHEMA, LoadSpec, MeasureSpec, Schedule, WarmupSpec, build_schedule
+from harness._sse import SSEParser
+
+__all__ = [
+    "Api",
+    "CHUNKS_SCHEMA",
+    "CHUNK_KINDS",
+    "ChunkKind",
+    "ClientMonitor",
+    "ControlClient",
+    "Endpoint",
+    "EndpointError",
+    "EngineLaunchError",
+    "EngineLauncher",
+    "Exchange",
+    "HarnessError",
+    "HttpClient",
+    "LoadSpec",
+    "MeasureSpec",
+    "OUTCOMES",
+    "PreparedRequest",
+    "ProgressSink",
+    "RAW_SCHEMA_VERSION",
+    "REQUESTS_SCHEMA",
+    "RepetitionResult",
+    "Runner",
+    "SCHEDULE_SCHEMA",
+    "SSEParser",
+    "Schedule",
+    "ScheduleError",
+    "StreamSummary",
+    "TELEMETRY_SCHEMA",
+    "TableWriter",
+    "Timeouts",
+    "WarmupSpec",
+    "build_body",
+    "build_schedule",
+    "classify",
+    "detect_engine",
+    "free_port",
+    "join_parts",
+    "redact_command",
+    "summarize",
+]

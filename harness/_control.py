@@ -1,0 +1,111 @@
+"""Control-plane calls (few, untimed) over httpx: health, model list, engine probes.
+
+Kept off the timing loop: these run before the timed phase, or in the launcher's thread.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import httpx
+
+from harness._errors import EndpointError
+
+__all__ = ["ControlClient", "detect_engine"]
+
+_OWNED_BY_ENGINE = {
+    "vllm": "vllm",
+    "sglang": "sglang",
+    "tensorrt_llm": "tensorrt-llm",
+    "llamacpp": "llama.cpp",
+    "passport-sim": "passport-simulator",
+}
+
+
+def detect_engine(model_card: dict[str, Any]) -> str | None:
+    """The engine named by a `/v1/models` card's `owned_by`, or None if it names none we know."""
+    owned_by = str(model_card.get("owned_by", ""))
+    return _OWNED_BY_ENGINE.get(owned_by)
+
+
+class ControlClient:
+    """httpx client for the endpoint's control plane; `headers` may carry the API key."""
+
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
+        self.root_url = root
+        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._client.close()
+
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def models(self) -> list[dict[str, Any]]:
+        """GET {base}/models; raises EndpointError when unreachable or not OpenAI-shaped."""
+        url = f"{self.base_url}/models"
+        try:
+            response = self._client.get(url)
+        except httpx.HTTPError as exc:
+            raise EndpointError(
+                f"cannot reach {url}: {exc}. Is the server running, and is endpoint.base_url "
+                "(or --endpoint) right, including the /v1 suffix?"
+            ) from exc
+        if response.status_code in (401, 403):
+            raise EndpointError(
+                f"{url} answered {response.status_code}: the endpoint wants an API key; "
+                "set endpoint.api_key_env (or --api-key-env) to the name of the variable holding it"
+            )
+        if response.status_code != 200:
+            raise EndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
+        try:
+            data = response.json()["data"]
+        except (ValueError, KeyError, TypeError) as exc:
+            raise EndpointError(f"{url} did not return an OpenAI model list: {response.text[:200]}") from exc
+        if not isinstance(data, list):
+            raise EndpointError(f"{url} returned `data` that is not a list")
+        return data
+
+    def healthy(self) -> bool:
+        """True when {root}/health answers 200 (False on any error)."""
+        try:
+            return self._client.get(f"{self.root_url}/health", timeout=2.0).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def get_json(self, path: str) -> dict[str, Any] | None:
+        """GET {root}{path} as JSON, or None when absent or failing (a probe, never fatal)."""
+        try:
+            response = self._client.get(f"{self.root_url}{path}")
+        except httpx.HTTPError:
+            return None
+        if response.status_code != 200:
+            return None
+        try:
+            value = response.json()
+        except ValueError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    def llamacpp_props(self) -> dict[str, Any]:
+        """llama.cpp `/props`: build, model path, slots, per-slot context, chat template hash."""
+        props = self.get_json("/props")
+        if props is None:
+            return {}
+        settings = props.get("default_generation_settings") or {}
+        template = props.get("chat_template")
+        return {
+            "engine.build": props.get("build_info"),
+            "model.path": props.get("model_path"),
+            "engine.total_slots": props.get("total_slots"),
+            "engine.n_ctx_per_slot": settings.get("n_ctx"),
+            "model.chat_template_sha256": (
+                hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None
+            ),
+        }

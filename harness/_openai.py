@@ -1,0 +1,240 @@
+"""The OpenAI streaming dialect: request bodies in, per-request summaries out.
+
+`build_body` writes the JSON for `/chat/completions` or `/completions`, always streaming with
+`stream_options.include_usage` (usage arrives in a final chunk with `choices: []` on vLLM,
+SGLang, TGI and llama.cpp; in the finish chunk on `/completions` and on HF-serve).
+
+`summarize` runs once per request, after its last byte, over the raw events the SSE parser
+kept: it parses each payload with orjson, classifies it, and derives first-token times, the
+finish reason, usage, the text, and the outcome class. Parsing here rather than per read keeps
+the receive path bare. Engine variations handled (engines.md §5): the reasoning field as
+`reasoning` or `reasoning_content`; streamed or whole-call `tool_calls`; `{"error": ...}` data
+events (object or string) as failures; a missing `[DONE]` (HF-serve) is fine once a finish
+reason was seen.
+
+Outcome classes, exactly one per request:
+- `ok`: HTTP 200 and a complete stream;
+- `truncated`: complete, but finish_reason `length` while max_tokens was a cap, not the target;
+- `rejected`: HTTP 429 or 503 (admission control), Retry-After recorded;
+- `http_error`: any other non-200 status, with the body excerpt;
+- `timeout`: connect / first_byte / stall / total limit hit (kind recorded);
+- `stream_error`: the connection failed or closed mid-stream, malformed SSE or JSON, or an
+  error event inside a 200 stream;
+- `client_error`: the harness itself failed while handling the request.
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import orjson
+
+from harness._sse import SSEParser
+
+__all__ = [
+    "Api",
+    "ChunkKind",
+    "StreamSummary",
+    "build_body",
+    "summarize",
+    "OUTCOMES",
+    "classify",
+    "CHUNK_KINDS",
+]
+
+Api = Literal["chat", "completions"]
+OUTCOMES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
+
+
+class ChunkKind:
+    """Codes for `chunks.parquet` column `kind` (also written as names, CHUNK_KINDS)."""
+
+    EMPTY = 0  # role-only, empty delta, finish-only without text
+    CONTENT = 1
+    REASONING = 2
+    TOOL_CALL = 3
+    USAGE = 4  # usage-only chunk (choices: [])
+    ERROR = 5
+    DONE = 6  # the [DONE] sentinel
+    MALFORMED = 7  # not JSON, or JSON of an unexpected shape
+
+
+CHUNK_KINDS = ("empty", "content", "reasoning", "tool_call", "usage", "error", "done", "malformed")
+_TOKEN_KINDS = (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL)
+
+
+def build_body(
+    api: Api,
+    model: str,
+    prompt: str,
+    max_tokens: int,
+    params: dict[str, Any],
+) -> bytes:
+    """The JSON body of one streamed request; `params` (decoding, extras) are merged last."""
+    body: dict[str, Any] = {"model": model}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    body["max_tokens"] = max_tokens
+    body["stream"] = True
+    body["stream_options"] = {"include_usage": True}
+    body.update(params)
+    return orjson.dumps(body)
+
+
+@dataclass
+class StreamSummary:
+    """What one response stream says, derived from its events (indices into the events)."""
+
+    kinds: array = field(default_factory=lambda: array("b"))
+    n_chars: array = field(default_factory=lambda: array("i"))
+    first_token: int | None = None
+    first_content: int | None = None
+    last_token: int | None = None
+    n_token_chunks: int = 0
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    reasoning_tokens: int | None = None
+    cached_tokens: int | None = None
+    content: str = ""
+    reasoning: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+
+
+def _usage(summary: StreamSummary, usage: dict[str, Any]) -> None:
+    summary.prompt_tokens = usage.get("prompt_tokens")
+    summary.completion_tokens = usage.get("completion_tokens")
+    details = usage.get("completion_tokens_details") or {}
+    summary.reasoning_tokens = usage.get("reasoning_tokens", details.get("reasoning_tokens"))
+    prompt_details = usage.get("prompt_tokens_details") or {}
+    summary.cached_tokens = prompt_details.get("cached_tokens")
+
+
+def _tool_calls(summary: StreamSummary, deltas: list[dict[str, Any]]) -> int:
+    """Merge tool-call deltas (fragments or whole calls); returns argument characters added."""
+    added = 0
+    for delta in deltas:
+        index = delta.get("index", len(summary.tool_calls))
+        while len(summary.tool_calls) <= index:
+            summary.tool_calls.append({"id": None, "name": "", "arguments": ""})
+        call = summary.tool_calls[index]
+        if delta.get("id"):
+            call["id"] = delta["id"]
+        function = delta.get("function") or {}
+        if function.get("name"):
+            call["name"] += function["name"]
+            added += len(function["name"])
+        arguments = function.get("arguments")
+        if arguments:
+            call["arguments"] += arguments
+            added += len(arguments)
+    return added
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        return str(error.get("message") or orjson.dumps(error).decode())
+    return str(error)
+
+
+def summarize(sse: SSEParser, api: Api) -> StreamSummary:
+    """Classify every event of a finished stream and derive the request-level fields."""
+    s = StreamSummary()
+    content_parts: list[str] = []
+    reasoning_parts: list[str] = []
+    payload, offsets = sse.payload, sse.offsets
+    for i in range(len(sse)):
+        raw = payload[offsets[i] : offsets[i + 1]]
+        kind, chars = ChunkKind.EMPTY, 0
+        if raw == b"[DONE]":
+            kind = ChunkKind.DONE
+        else:
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                obj = None
+            if not isinstance(obj, dict):
+                kind = ChunkKind.MALFORMED
+                if s.error is None:
+                    s.error = f"malformed event {i}: {bytes(raw[:120])!r}"
+            elif "error" in obj:
+                kind = ChunkKind.ERROR
+                if s.error is None:
+                    s.error = f"error event: {_error_text(obj['error'])}"
+            else:
+                usage = obj.get("usage")
+                if usage:
+                    _usage(s, usage)
+                choices = obj.get("choices") or []
+                if not choices:
+                    kind = ChunkKind.USAGE if usage else ChunkKind.EMPTY
+                else:
+                    choice = choices[0]
+                    if choice.get("finish_reason"):
+                        s.finish_reason = choice["finish_reason"]
+                    if api == "chat":
+                        delta = choice.get("delta") or {}
+                        text = delta.get("content")
+                        thought = delta.get("reasoning_content") or delta.get("reasoning")
+                        calls = delta.get("tool_calls")
+                    else:
+                        text, thought, calls = choice.get("text"), None, None
+                    if text:
+                        kind, chars = ChunkKind.CONTENT, len(text)
+                        content_parts.append(text)
+                    if thought:
+                        if not text:
+                            kind = ChunkKind.REASONING
+                        chars += len(thought)
+                        reasoning_parts.append(thought)
+                    if calls:
+                        added = _tool_calls(s, calls)
+                        if added and not text and not thought:
+                            kind, chars = ChunkKind.TOOL_CALL, added
+        s.kinds.append(kind)
+        s.n_chars.append(chars)
+        if kind in _TOKEN_KINDS:
+            if s.first_token is None:
+                s.first_token = i
+            s.last_token = i
+            s.n_token_chunks += 1
+            if kind == ChunkKind.CONTENT and s.first_content is None:
+                s.first_content = i
+    s.content = "".join(content_parts)
+    s.reasoning = "".join(reasoning_parts)
+    return s
+
+
+def classify(
+    status: int,
+    error: str | None,
+    timeout_kind: str | None,
+    summary: StreamSummary | None,
+    sse_done: bool,
+    leftover: bytes,
+    max_tokens_is_target: bool,
+) -> tuple[str, str | None]:
+    """(outcome class, error text) for one finished exchange; see the module docstring."""
+    if timeout_kind is not None:
+        return "timeout", error
+    if status in (429, 503):
+        return "rejected", error
+    if status and status != 200:
+        return "http_error", error
+    if error is not None:
+        return "stream_error", error
+    assert summary is not None
+    if summary.error is not None:
+        return "stream_error", summary.error
+    if leftover.strip():
+        return "stream_error", f"stream ended inside an event: {leftover[:120]!r}"
+    if summary.finish_reason is None and not sse_done:
+        return "stream_error", "stream ended without a finish_reason or [DONE]"
+    if summary.finish_reason == "length" and not max_tokens_is_target:
+        return "truncated", None
+    return "ok", None

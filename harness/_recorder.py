@@ -1,0 +1,210 @@
+"""Raw logs: Parquet files written incrementally while the run goes.
+
+Each flush (every `flush_rows` rows or `flush_s` seconds) writes one small, complete Parquet
+file under `<name>.parts/`, off the event loop in a writer thread; `close()` joins the parts
+into `<name>.parquet` (one row group per part) and removes them. A run killed before `close()`
+leaves `<name>.parts/`, which pandas, pyarrow and DuckDB read as one table
+(`pd.read_parquet("requests.parts")`); `passport` joins it on the next `report`/`verify`.
+
+Schemas are public and versioned with the passport (`RAW_SCHEMA_VERSION`); see DESIGN.md
+"The run folder" and README "Raw logs" for what each column means. Times are int64 ns on the
+run's monotonic clock (0 = the run's start), null when the event never happened.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "RAW_SCHEMA_VERSION",
+    "REQUESTS_SCHEMA",
+    "CHUNKS_SCHEMA",
+    "TELEMETRY_SCHEMA",
+    "TableWriter",
+    "join_parts",
+]
+
+RAW_SCHEMA_VERSION = 1
+
+REQUESTS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.int64()),
+        ("repetition", pa.int32()),
+        ("seq", pa.int64()),
+        ("phase", pa.string()),
+        ("request_index", pa.int64()),
+        ("user", pa.int32()),
+        ("intended_ns", pa.int64()),
+        ("sent_ns", pa.int64()),
+        ("first_byte_ns", pa.int64()),
+        ("first_token_ns", pa.int64()),
+        ("first_content_ns", pa.int64()),
+        ("last_token_ns", pa.int64()),
+        ("end_ns", pa.int64()),
+        ("connect_ns", pa.int64()),
+        ("new_connection", pa.bool_()),
+        ("http_status", pa.int32()),
+        ("outcome", pa.string()),
+        ("timeout_kind", pa.string()),
+        ("error", pa.string()),
+        ("retry_after", pa.string()),
+        ("finish_reason", pa.string()),
+        ("max_tokens", pa.int64()),
+        ("max_tokens_is_target", pa.bool_()),
+        ("input_tokens_target", pa.int64()),
+        ("input_tokens_client", pa.int64()),
+        ("output_tokens_target", pa.int64()),
+        ("prompt_tokens", pa.int64()),
+        ("completion_tokens", pa.int64()),
+        ("reasoning_tokens", pa.int64()),
+        ("cached_tokens", pa.int64()),
+        ("tokens_source", pa.string()),
+        ("completion_tokens_client", pa.int64()),
+        ("n_chunks", pa.int32()),
+        ("n_token_chunks", pa.int32()),
+        ("prompt", pa.string()),
+        ("response_text", pa.string()),
+        ("reasoning_text", pa.string()),
+        ("tool_calls", pa.string()),
+        ("prompt_sha256", pa.string()),
+        ("response_sha256", pa.string()),
+        ("prompt_chars", pa.int64()),
+        ("response_chars", pa.int64()),
+    ]
+)
+
+CHUNKS_SCHEMA = pa.schema(
+    [
+        ("request_id", pa.int64()),
+        ("seq", pa.int32()),
+        ("recv_ns", pa.int64()),
+        ("kind", pa.dictionary(pa.int8(), pa.string())),
+        ("token_bearing", pa.bool_()),
+        ("n_chars", pa.int32()),
+        ("event", pa.string()),
+        ("data", pa.binary()),
+    ]
+)
+
+TELEMETRY_SCHEMA = pa.schema(
+    [
+        ("t_ns", pa.int64()),
+        ("source", pa.string()),
+        ("name", pa.string()),
+        ("value", pa.float64()),
+    ]
+)
+
+
+def join_parts(folder: Path, name: str, schema: pa.Schema) -> Path:
+    """Join `<name>.parts/*.parquet` into `<name>.parquet` (an empty table if there are none)."""
+    parts_dir = folder / f"{name}.parts"
+    target = folder / f"{name}.parquet"
+    parts = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
+    tmp = target.with_suffix(".parquet.tmp")
+    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+        for part in parts:
+            writer.write_table(pq.read_table(part, schema=schema))
+        if not parts:
+            writer.write_table(schema.empty_table())
+    tmp.replace(target)
+    if parts_dir.is_dir():
+        shutil.rmtree(parts_dir)
+    return target
+
+
+class TableWriter:
+    """Buffers rows (as column lists or whole Arrow batches) and flushes them as parts.
+
+    Not thread-safe for writers: call `append*` from one thread (the event loop).
+    """
+
+    def __init__(
+        self,
+        folder: Path,
+        name: str,
+        schema: pa.Schema,
+        flush_rows: int = 512,
+        flush_s: float = 2.0,
+        executor: ThreadPoolExecutor | None = None,
+    ) -> None:
+        self.folder = folder
+        self.name = name
+        self.schema = schema
+        self._flush_rows = flush_rows
+        self._flush_s = flush_s
+        self._parts_dir = folder / f"{name}.parts"
+        self._parts_dir.mkdir(parents=True, exist_ok=True)
+        self._columns: dict[str, list[Any]] = {f.name: [] for f in schema}
+        self._batches: list[pa.RecordBatch] = []
+        self._buffered = 0
+        self._column_rows = 0
+        self._n_parts = 0
+        self._last_flush = time.monotonic()
+        self._own_executor = executor is None
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=f"write-{name}")
+        self._pending: list[Future[None]] = []
+        self._lock = threading.Lock()
+        self.rows_written = 0
+
+    def append_row(self, row: dict[str, Any]) -> None:
+        """Buffer one row given as {column: value}; missing columns are null."""
+        for key, column in self._columns.items():
+            column.append(row.get(key))
+        self._column_rows += 1
+        self._buffered += 1
+        self._maybe_flush()
+
+    def append_batch(self, batch: pa.RecordBatch) -> None:
+        """Buffer a whole batch that already follows the schema."""
+        self._batches.append(batch)
+        self._buffered += batch.num_rows
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
+        if self._buffered >= self._flush_rows or time.monotonic() - self._last_flush > self._flush_s:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand what is buffered to the writer thread as one part file."""
+        self._last_flush = time.monotonic()
+        if not self._buffered:
+            return
+        tables = []
+        if self._column_rows:
+            tables.append(pa.table(self._columns, schema=self.schema))
+            self._columns = {f.name: [] for f in self.schema}
+            self._column_rows = 0
+        if self._batches:
+            tables.append(pa.Table.from_batches(self._batches, schema=self.schema))
+            self._batches = []
+        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+        self.rows_written += table.num_rows
+        self._buffered = 0
+        path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"
+        self._n_parts += 1
+        self._pending.append(self._executor.submit(self._write, table, path))
+
+    @staticmethod
+    def _write(table: pa.Table, path: Path) -> None:
+        tmp = path.with_suffix(".tmp")
+        pq.write_table(table, tmp, compression="zstd")
+        tmp.replace(path)  # a part is either whole or absent
+
+    def close(self) -> Path:
+        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`."""
+        self.flush()
+        for future in self._pending:
+            future.result()
+        self._pending.clear()
+        if self._own_executor:
+            self._executor.shutdown(wait=True)
+        return join_parts(self.folder, self.name, self.schema)

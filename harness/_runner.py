@@ -1,0 +1,390 @@
+"""The runner: sends a materialized schedule through the HTTP client and records every request.
+
+It sees only the client (transport), the schedule, the prepared requests and the writers. Open
+loops wait for absolute deadlines on the monotonic clock (never relative sleeps, so lag never
+accumulates), optionally capped in flight; closed loops run `concurrency` users back to back.
+Each finished exchange becomes one row of `requests.parquet` and its events rows of
+`chunks.parquet`; nothing is retried. After 20 connection failures in a row the endpoint is taken as gone and the run stops (reason in
+`abort_reason`) instead of recording errors as fast as the loop spins. `stop` (Ctrl-C, SIGTERM) ends issuing at once, aborts
+what is in flight (recorded as `client_error`, "run interrupted") and returns normally, so the
+caller can close the files and write a passport marked incomplete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import pyarrow as pa
+
+from harness._http import Exchange, HttpClient
+from harness._openai import CHUNK_KINDS, Api, StreamSummary, classify, summarize
+from harness._recorder import CHUNKS_SCHEMA, TableWriter
+from harness._schedule import LoadSpec, Schedule
+
+__all__ = ["PreparedRequest", "Runner", "RepetitionResult", "ProgressSink", "RecordText"]
+
+_now = time.perf_counter_ns
+_MAX_CONNECT_FAILURES = 20  # in a row: the endpoint is gone; stop rather than spin on errors
+_LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so setup never lags it
+_SPIN_NS = 1_000_000  # wake this early and yield-spin: uvloop timers have 1 ms granularity
+_KIND_DICTIONARY = pa.array(CHUNK_KINDS, pa.string())
+
+RecordText = str  # "full" | "hashes"
+
+
+class ProgressSink(Protocol):
+    """Receives progress; called on the event loop, so it must be quick."""
+
+    def update(self, done: int, in_flight: int, errors: int) -> None: ...
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """One workload entry with its HTTP request bytes built before timing."""
+
+    request: bytes
+    prompt: str
+    max_tokens: int
+    max_tokens_is_target: bool
+    input_tokens_target: int
+    input_tokens_client: int | None
+    output_tokens_target: int
+
+
+@dataclass
+class RepetitionResult:
+    """What one repetition did: its measurement window on the run clock and its counts."""
+
+    repetition: int
+    window_start_ns: int | None = None
+    window_end_ns: int | None = None
+    sent: int = 0
+    interrupted: bool = False
+    pool_cycles: int = 0
+
+
+@dataclass
+class _Counters:
+    done: int = 0
+    errors: int = 0
+    next_id: int = 0
+    measure_start_ns: list[int] = field(default_factory=list)
+
+
+class Runner:
+    """Sends one schedule `load.repetitions` times; see the module docstring."""
+
+    def __init__(
+        self,
+        client: HttpClient,
+        api: Api,
+        load: LoadSpec,
+        schedule: Schedule,
+        pool: list[PreparedRequest],
+        requests_writer: TableWriter,
+        chunks_writer: TableWriter,
+        t0_ns: int,
+        stop: asyncio.Event,
+        record_text: RecordText = "full",
+        count_tokens: Callable[[str], int] | None = None,
+        progress: ProgressSink | None = None,
+    ) -> None:
+        self._client = client
+        self._api = api
+        self._load = load
+        self._schedule = schedule
+        self._pool = pool
+        self._requests = requests_writer
+        self._chunks = chunks_writer
+        self._t0 = t0_ns
+        self._stop = stop
+        self._full_text = record_text == "full"
+        self._count_tokens = count_tokens
+        self._progress = progress
+        self._c = _Counters()
+        self._offsets = schedule.table.column("intended_offset_ns").to_numpy(zero_copy_only=False)
+        self._phases = schedule.table.column("phase").to_pylist()
+        self._indexes = schedule.table.column("request_index").to_numpy()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._connect_failures = 0
+        self.abort_reason: str | None = None
+
+    async def run(self) -> list[RepetitionResult]:
+        results = []
+        for rep in range(self._load.repetitions):
+            if self._stop.is_set():
+                break
+            result = RepetitionResult(rep)
+            if self._load.open_loop:
+                await self._open_loop(result)
+            else:
+                await self._closed_loop(result)
+            results.append(result)
+            if self._stop.is_set():
+                result.interrupted = True
+        return results
+
+    # -- one request --------------------------------------------------------------------------
+    async def _one(
+        self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int
+    ) -> None:
+        prepared = self._pool[index]
+        rid = self._c.next_id
+        self._c.next_id += 1
+        ex: Exchange | None = None
+        failure: str | None = None
+        try:
+            ex = await self._client.exchange(prepared.request)
+            if ex.interrupted:
+                failure = "run interrupted"
+        except Exception as exc:  # a harness bug must not stop the run; it is recorded
+            failure = f"{type(exc).__name__}: {exc}"
+        try:
+            self._record(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure)
+        except Exception as exc:
+            self._record(rid, rep, seq, phase, index, user, intended_ns, prepared, None,
+                         f"recording failed: {type(exc).__name__}: {exc}")
+
+    def _record(
+        self,
+        rid: int,
+        rep: int,
+        seq: int,
+        phase: str,
+        index: int,
+        user: int | None,
+        intended_ns: int,
+        prepared: PreparedRequest,
+        ex: Exchange | None,
+        failure: str | None,
+    ) -> None:
+        t0 = self._t0
+
+        def rel(t: int) -> int | None:
+            return t - t0 if t else None
+
+        summary: StreamSummary | None = None
+        row: dict[str, object] = {
+            "request_id": rid,
+            "repetition": rep,
+            "seq": seq,
+            "phase": phase,
+            "request_index": index,
+            "user": user,
+            "intended_ns": intended_ns - t0,
+            "max_tokens": prepared.max_tokens,
+            "max_tokens_is_target": prepared.max_tokens_is_target,
+            "input_tokens_target": prepared.input_tokens_target,
+            "input_tokens_client": prepared.input_tokens_client,
+            "output_tokens_target": prepared.output_tokens_target,
+            "prompt_sha256": hashlib.sha256(prepared.prompt.encode()).hexdigest(),
+            "prompt_chars": len(prepared.prompt),
+        }
+        if self._full_text:
+            row["prompt"] = prepared.prompt
+        if ex is None or failure is not None:
+            row.update(outcome="client_error", error=failure, end_ns=_now() - t0)
+            if ex is not None:
+                row.update(sent_ns=rel(ex.sent_ns), first_byte_ns=rel(ex.first_byte_ns),
+                           http_status=ex.status or None, n_chunks=len(ex.sse))
+        else:
+            sse = ex.sse
+            if ex.status == 200:
+                summary = summarize(sse, self._api)
+            outcome, error = classify(
+                ex.status, ex.error, ex.timeout_kind, summary, sse.done, sse.leftover(),
+                prepared.max_tokens_is_target,
+            )
+            if outcome in ("http_error", "rejected"):
+                body = bytes(ex.error_body[:512]).decode("utf-8", "replace")
+                error = f"HTTP {ex.status}: {body}" if error is None else error
+            times = sse.times_ns
+            row.update(
+                sent_ns=rel(ex.sent_ns),
+                first_byte_ns=rel(ex.first_byte_ns),
+                end_ns=rel(ex.end_ns),
+                connect_ns=ex.connect_ns if ex.new_connection else None,
+                new_connection=ex.new_connection,
+                http_status=ex.status or None,
+                outcome=outcome,
+                timeout_kind=ex.timeout_kind,
+                error=error,
+                retry_after=ex.retry_after,
+                n_chunks=len(sse),
+            )
+            if summary is not None:
+                row.update(
+                    first_token_ns=None if summary.first_token is None else times[summary.first_token] - t0,
+                    first_content_ns=None if summary.first_content is None else times[summary.first_content] - t0,
+                    last_token_ns=None if summary.last_token is None else times[summary.last_token] - t0,
+                    finish_reason=summary.finish_reason,
+                    prompt_tokens=summary.prompt_tokens,
+                    completion_tokens=summary.completion_tokens,
+                    reasoning_tokens=summary.reasoning_tokens,
+                    cached_tokens=summary.cached_tokens,
+                    n_token_chunks=summary.n_token_chunks,
+                    response_sha256=hashlib.sha256(summary.content.encode()).hexdigest(),
+                    response_chars=len(summary.content),
+                )
+                if self._count_tokens is not None:
+                    row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
+                if summary.completion_tokens is not None:
+                    row["tokens_source"] = "server"
+                elif row.get("completion_tokens_client") is not None:
+                    row["completion_tokens"] = row["completion_tokens_client"]
+                    row["tokens_source"] = "client"
+                if self._full_text:
+                    row["response_text"] = summary.content
+                    row["reasoning_text"] = summary.reasoning or None
+                    if summary.tool_calls:
+                        import orjson
+
+                        row["tool_calls"] = orjson.dumps(summary.tool_calls).decode()
+                self._chunks.append_batch(self._chunk_batch(rid, ex, summary))
+        self._requests.append_row(row)
+        if ex is not None and not ex.first_byte_ns and ex.new_connection and failure is None:
+            self._connect_failures += 1
+            if self._connect_failures >= _MAX_CONNECT_FAILURES and self.abort_reason is None:
+                self.abort_reason = f"{_MAX_CONNECT_FAILURES} connection attempts in a row failed: {ex.error}"
+                self._stop.set()
+        else:
+            self._connect_failures = 0
+        self._c.done += 1
+        if row["outcome"] not in ("ok", "truncated"):
+            self._c.errors += 1
+        if self._progress is not None:
+            self._progress.update(self._c.done, self._client.in_flight, self._c.errors)
+
+    def _chunk_batch(self, rid: int, ex: Exchange, summary: StreamSummary) -> pa.RecordBatch:
+        sse = ex.sse
+        n = len(sse)
+        kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
+        recv = np.frombuffer(sse.times_ns, dtype=np.int64) - self._t0 if n else np.zeros(0, np.int64)
+        events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else None
+        data: pa.Array
+        if self._full_text:
+            offsets = np.frombuffer(sse.offsets, dtype=np.int64)
+            data = pa.LargeBinaryArray.from_buffers(
+                pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(bytes(sse.payload))]
+            ).cast(pa.binary())
+        else:
+            data = pa.nulls(n, pa.binary())
+        return pa.RecordBatch.from_arrays(
+            [
+                pa.array(np.full(n, rid, dtype=np.int64)),
+                pa.array(np.arange(n, dtype=np.int32)),
+                pa.array(recv),
+                pa.DictionaryArray.from_arrays(pa.array(kinds), _KIND_DICTIONARY),
+                pa.array((kinds >= 1) & (kinds <= 3)),
+                pa.array(np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32)),
+                pa.array(events, pa.string()) if events else pa.nulls(n, pa.string()),
+                data,
+            ],
+            schema=CHUNKS_SCHEMA,
+        )
+
+    def _spawn(self, coro: object) -> asyncio.Task[None]:
+        task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _drain(self) -> None:
+        """Wait for in-flight requests; on stop, abort them so they are recorded as interrupted."""
+        while self._tasks:
+            stop_wait = asyncio.ensure_future(self._stop.wait())
+            done, _ = await asyncio.wait(
+                [*self._tasks, stop_wait], return_when=asyncio.FIRST_COMPLETED
+            )
+            if stop_wait in done:
+                for task in list(self._tasks):
+                    task.cancel()
+                await asyncio.gather(*self._tasks, return_exceptions=True)
+                return
+            stop_wait.cancel()
+
+    # -- open loop ----------------------------------------------------------------------------
+    async def _sleep_until(self, deadline_ns: int) -> None:
+        now = _now()
+        if deadline_ns - now > _SPIN_NS:
+            try:
+                await asyncio.wait_for(self._stop.wait(), (deadline_ns - now - _SPIN_NS) / 1e9)
+            except (TimeoutError, asyncio.TimeoutError):
+                pass
+        while _now() < deadline_ns and not self._stop.is_set():
+            await asyncio.sleep(0)
+
+    async def _open_loop(self, result: RepetitionResult) -> None:
+        cap = self._load.concurrency
+        slots = asyncio.Semaphore(cap) if cap else None
+        start_ns = _now() + _LEAD_NS
+        offsets = self._offsets
+        for seq in range(len(offsets)):
+            deadline = start_ns + int(offsets[seq])
+            await self._sleep_until(deadline)
+            if self._stop.is_set():
+                break
+            if slots is not None:
+                await slots.acquire()
+                if self._stop.is_set():
+                    break
+            phase = self._phases[seq]
+            if phase == "measure" and result.window_start_ns is None:
+                result.window_start_ns = deadline - self._t0
+            task = self._spawn(
+                self._one(result.repetition, seq, phase, int(self._indexes[seq]), None, deadline)
+            )
+            if slots is not None:
+                task.add_done_callback(lambda _t, s=slots: s.release())
+            result.sent += 1
+        if self._schedule.window_ns is not None and result.window_start_ns is not None:
+            result.window_end_ns = result.window_start_ns + self._schedule.window_ns
+        await self._drain()
+
+    # -- closed loop --------------------------------------------------------------------------
+    async def _closed_loop(self, result: RepetitionResult) -> None:
+        assert self._load.concurrency is not None
+        n_sched = self._schedule.table.num_rows
+        pool = self._schedule.pool_size
+        n_warmup = self._schedule.n_warmup
+        window_ns = self._schedule.window_ns
+        counter = iter(range(1 << 62))
+
+        async def user(u: int) -> None:
+            while not self._stop.is_set():
+                seq = next(counter)
+                now = _now()
+                if window_ns is None:
+                    if seq >= n_sched:
+                        return
+                    phase = self._phases[seq]
+                elif seq < n_warmup:
+                    phase = "warmup"
+                else:
+                    if result.window_start_ns is None:
+                        result.window_start_ns = now - self._t0
+                        result.window_end_ns = result.window_start_ns + window_ns
+                    assert result.window_end_ns is not None
+                    if now - self._t0 >= result.window_end_ns:
+                        return
+                    phase = "measure"
+                if phase == "measure" and result.window_start_ns is None:
+                    result.window_start_ns = now - self._t0
+                result.sent += 1
+                await self._one(result.repetition, seq, phase, seq % pool, u, now)
+
+        users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
+        stop_wait = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait([asyncio.gather(*users), stop_wait], return_when=asyncio.FIRST_COMPLETED)
+        if self._stop.is_set():
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        stop_wait.cancel()
+        result.pool_cycles = max(0, (result.sent - 1) // pool) if pool else 0

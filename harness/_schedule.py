@@ -1,0 +1,177 @@
+"""Arrival patterns and the materialized schedule of the offered load.
+
+As in MLPerf LoadGen, the schedule is built before the first request: an Arrow table of
+(seq, phase, intended_offset_ns, request_index), hashed. The runner only waits for deadlines.
+
+Patterns:
+- `closed`: `concurrency` users, each sending its next request when its last one ends; the
+  intended time of a request is the moment its user became free (recorded at run time), so
+  intended offsets are null in the schedule.
+- `constant`: one arrival every 1/rate s.
+- `poisson`: exponential gaps with mean 1/rate s (coefficient of variation 1).
+- `gamma`: gamma gaps with mean 1/rate s and shape `burstiness`: CV = 1/sqrt(burstiness);
+  burstiness < 1 is burstier than Poisson, > 1 smoother, 1 is Poisson.
+
+The warm-up is the first `warmup.requests` requests. The measurement window then runs for
+`measure.requests` requests or `measure.duration_s` seconds of intended arrivals (open loop) or
+of sending (closed loop); requests still in flight at its end are drained, not cut.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal, Self
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from harness._errors import ScheduleError
+from workloads import table_sha256
+
+__all__ = ["LoadSpec", "WarmupSpec", "MeasureSpec", "Schedule", "build_schedule", "SCHEDULE_SCHEMA"]
+
+Pattern = Literal["closed", "constant", "poisson", "gamma"]
+
+SCHEDULE_SCHEMA = pa.schema(
+    [
+        ("seq", pa.int64()),
+        ("phase", pa.string()),
+        ("intended_offset_ns", pa.int64()),
+        ("request_index", pa.int64()),
+    ]
+)
+
+_CLOSED_POOL_DEFAULT = 512
+
+
+class WarmupSpec(BaseModel):
+    """Requests sent before the measurement window and excluded from the results."""
+
+    model_config = ConfigDict(extra="forbid")
+    requests: int = Field(0, ge=0, description="Number of warm-up requests.")
+
+
+class MeasureSpec(BaseModel):
+    """The measurement window: a request count or a duration (exactly one)."""
+
+    model_config = ConfigDict(extra="forbid")
+    duration_s: float | None = Field(None, gt=0, description="Window length in seconds.")
+    requests: int | None = Field(None, ge=1, description="Number of measured requests.")
+
+    @model_validator(mode="after")
+    def _one_of(self) -> Self:
+        if (self.duration_s is None) == (self.requests is None):
+            raise ValueError("set exactly one of measure.duration_s or measure.requests")
+        return self
+
+
+class LoadSpec(BaseModel):
+    """HOW and WHEN requests are sent: arrival pattern, concurrency, window, repetitions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pattern: Pattern = Field(description="closed | constant | poisson | gamma.")
+    rate_per_s: float | None = Field(None, gt=0, description="Open loop: mean arrivals per second.")
+    concurrency: int | None = Field(
+        None, ge=1, description="Closed loop: users. Open loop: optional cap on requests in flight."
+    )
+    burstiness: float = Field(1.0, gt=0, description="gamma: shape of the gaps (CV = 1/sqrt).")
+    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
+    measure: MeasureSpec = Field(default_factory=lambda: MeasureSpec(duration_s=60.0))
+    repetitions: int = Field(1, ge=1, description="Times the schedule is replayed.")
+    seed: int = Field(0, description="Seed of the arrival process (and default workload seed).")
+
+    @model_validator(mode="after")
+    def _needs(self) -> Self:
+        if self.pattern == "closed":
+            if self.concurrency is None:
+                raise ValueError("load.pattern: closed needs load.concurrency (number of users)")
+        elif self.rate_per_s is None:
+            raise ValueError(
+                f"load.pattern: {self.pattern} needs load.rate_per_s > 0; "
+                "for a fixed number of users set load.pattern: closed"
+            )
+        return self
+
+    @property
+    def open_loop(self) -> bool:
+        return self.pattern != "closed"
+
+    def __str__(self) -> str:
+        if self.pattern == "closed":
+            return f"closed@{self.concurrency}"
+        return f"{self.pattern}@{self.rate_per_s:.2f}/s"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The offered load in order. `table` follows SCHEDULE_SCHEMA; `pool_size` is the number of
+    distinct requests needed from the workload (closed loops with a duration cycle through it)."""
+
+    table: pa.Table
+    sha256: str
+    pool_size: int
+    n_warmup: int
+    window_ns: int | None
+
+
+def _gaps_s(spec: LoadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
+    assert spec.rate_per_s is not None
+    mean = 1.0 / spec.rate_per_s
+    if spec.pattern == "constant":
+        return np.full(n, mean)
+    if spec.pattern == "poisson":
+        return rng.exponential(mean, size=n)
+    return rng.gamma(spec.burstiness, mean / spec.burstiness, size=n)
+
+
+def build_schedule(spec: LoadSpec, pool_size: int | None = None) -> Schedule:
+    """Materialize the schedule of one repetition (every repetition replays it).
+
+    `pool_size` (workload.requests) bounds the distinct requests; None sizes it to the schedule.
+    """
+
+    n_warmup = spec.warmup.requests
+    window_ns = None if spec.measure.duration_s is None else int(spec.measure.duration_s * 1e9)
+    if spec.open_loop:
+        rng = np.random.default_rng(np.random.SeedSequence([spec.seed, 1]))
+        if spec.measure.requests is not None:
+            n = n_warmup + spec.measure.requests
+            gaps = _gaps_s(spec, rng, n)
+        else:
+            assert spec.rate_per_s is not None and spec.measure.duration_s is not None
+            expected = n_warmup + spec.rate_per_s * spec.measure.duration_s
+            n_draw = int(expected + 6 * math.sqrt(expected) + 16)
+            gaps = _gaps_s(spec, rng, n_draw)
+        gaps[0] = 0.0  # the first request goes at the start
+        offsets_ns = np.rint(np.cumsum(gaps) * 1e9).astype(np.int64)
+        if window_ns is not None:
+            start = offsets_ns[n_warmup] if n_warmup < len(offsets_ns) else 0
+            n = int(np.searchsorted(offsets_ns, start + window_ns, side="left"))
+            if n <= n_warmup:
+                raise ScheduleError(
+                    "load.measure.duration_s is too short for one arrival at load.rate_per_s; "
+                    "lengthen the window or raise the rate"
+                )
+            offsets_ns = offsets_ns[:n]
+        n = len(offsets_ns)
+        intended = pa.array(offsets_ns)
+    else:
+        n = n_warmup + (spec.measure.requests or 0)
+        if spec.measure.requests is None:
+            n = pool_size or _CLOSED_POOL_DEFAULT
+        intended = pa.nulls(n, pa.int64())
+    pool = min(n, pool_size) if pool_size else n
+    phases = ["warmup"] * min(n_warmup, n) + ["measure"] * max(0, n - n_warmup)
+    table = pa.table(
+        {
+            "seq": pa.array(np.arange(n, dtype=np.int64)),
+            "phase": pa.array(phases, pa.string()),
+            "intended_offset_ns": intended,
+            "request_index": pa.array(np.arange(n, dtype=np.int64) % pool),
+        },
+        schema=SCHEDULE_SCHEMA,
+    )
+    return Schedule(table, table_sha256(table), pool, n_warmup, window_ns)

@@ -1,0 +1,46 @@
+"""`python -m harness.simulator`: run the simulated engine in its own process."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from harness.simulator._server import SimConfig, serve
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m harness.simulator", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8001)
+    parser.add_argument("--ttft-ms", type=float, default=20.0)
+    parser.add_argument("--itl-ms", type=float, default=5.0)
+    parser.add_argument("--ttft-jitter-ms", type=float, default=0.0)
+    parser.add_argument("--itl-jitter-ms", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--model", default="sim-model")
+    parser.add_argument("--max-concurrency", type=int, default=None)
+    parser.add_argument("--eos-after-tokens", type=int, default=None)
+    parser.add_argument("--stall-s", type=float, default=2.0)
+    parser.add_argument(
+        "--fault", action="append", default=[], metavar="KIND:EVERY",
+        help="every EVERY-th request gets KIND: disconnect, malformed, stall, error_event, "
+             "http500, reject (repeatable)",
+    )
+    args = parser.parse_args()
+    faults = {kind: int(every) for kind, every in (f.split(":") for f in args.fault)}
+    config = SimConfig(
+        ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, ttft_jitter_ms=args.ttft_jitter_ms,
+        itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
+        max_concurrency=args.max_concurrency, faults=faults,
+        eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s,
+    )
+    try:
+        import uvloop
+
+        uvloop.run(serve(config, args.host, args.port))
+    except ImportError:
+        asyncio.run(serve(config, args.host, args.port))
+
+
+if __name__ == "__main__":
+    main()

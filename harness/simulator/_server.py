@@ -1,0 +1,264 @@
+"""The simulator's HTTP/1.1 server: an asyncio Protocol with httptools request parsing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import httptools
+import numpy as np
+import orjson
+
+__all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
+
+FaultKind = Literal["disconnect", "malformed", "stall", "error_event", "http500", "reject"]
+_now = time.perf_counter_ns
+
+
+@dataclass
+class SimConfig:
+    """Scripted behaviour. Delays in ms; `*_jitter_ms` > 0 draws each delay from a gamma
+    distribution with that standard deviation around the mean (seeded by `seed`).
+
+    `faults` maps a fault kind to k: every k-th request (1-based count) gets that fault.
+    `eos_after_tokens`: stop with finish_reason "stop" after that many tokens unless the request
+    sets `ignore_eos` (None: always run to max_tokens).
+    """
+
+    ttft_ms: float = 20.0
+    itl_ms: float = 5.0
+    ttft_jitter_ms: float = 0.0
+    itl_jitter_ms: float = 0.0
+    seed: int = 0
+    model: str = "sim-model"
+    max_concurrency: int | None = None
+    retry_after_s: int = 1
+    faults: dict[str, int] = field(default_factory=dict)
+    fault_after_chunks: int = 3
+    stall_s: float = 2.0
+    eos_after_tokens: int | None = None
+    usage_in_stream: bool = True
+
+
+class _State:
+    def __init__(self, config: SimConfig) -> None:
+        self.config = config
+        self.rng = np.random.default_rng(config.seed)
+        self.count = 0
+        self.active = 0
+
+    def delay_s(self, mean_ms: float, jitter_ms: float) -> float:
+        if jitter_ms <= 0 or mean_ms <= 0:
+            return mean_ms / 1000.0
+        shape = (mean_ms / jitter_ms) ** 2
+        return float(self.rng.gamma(shape, mean_ms / shape)) / 1000.0
+
+    def fault_for(self, n: int) -> str | None:
+        for kind, every in self.config.faults.items():
+            if every > 0 and n % every == 0:
+                return kind
+        return None
+
+
+def _chunk(payload: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(payload), payload)
+
+
+class _SimProtocol(asyncio.Protocol):
+    def __init__(self, state: _State) -> None:
+        self.state = state
+        self.transport: asyncio.Transport | None = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.url = b""
+        self.body = bytearray()
+        self.closed = False
+        self.queue: asyncio.Queue[tuple[bytes, bytes, bytes, int]] = asyncio.Queue()
+        self.worker = asyncio.get_running_loop().create_task(self._work())
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.worker.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            self._write_simple(400, b'{"error":{"message":"bad request","code":400}}', close=True)
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_body(self, body: bytes) -> None:
+        self.body += body
+
+    def on_message_complete(self) -> None:
+        method = self.parser.get_method()
+        self.queue.put_nowait((method, bytes(self.url), bytes(self.body), _now()))
+        self.url = b""
+        self.body = bytearray()
+
+    def _write_simple(self, status: int, body: bytes, close: bool = False,
+                      extra: str = "", content_type: str = "application/json") -> None:
+        if self.transport is None or self.closed:
+            return
+        reason = {200: "OK", 400: "Bad Request", 404: "Not Found", 429: "Too Many Requests",
+                  500: "Internal Server Error"}.get(status, "Status")
+        head = (f"HTTP/1.1 {status} {reason}\r\nContent-Type: {content_type}\r\n"
+                f"Content-Length: {len(body)}\r\n{extra}")
+        if close:
+            head += "Connection: close\r\n"
+        self.transport.write(head.encode() + b"\r\n" + body)
+        if close:
+            self.transport.close()
+
+    async def _work(self) -> None:
+        while True:
+            method, url, body, recv_ns = await self.queue.get()
+            path = url.split(b"?")[0]
+            if method == b"GET" and path in (b"/health", b"/v1/health"):
+                self._write_simple(200, b'{"status":"ok"}')
+            elif method == b"GET" and path == b"/v1/models":
+                payload = {"object": "list", "data": [
+                    {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}
+                self._write_simple(200, orjson.dumps(payload))
+            elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
+                await self._generate(path == b"/v1/chat/completions", body, recv_ns)
+            else:
+                self._write_simple(404, b'{"error":{"message":"not found","code":404}}')
+
+    async def _generate(self, chat: bool, raw: bytes, recv_ns: int) -> None:
+        state, cfg = self.state, self.state.config
+        try:
+            req: dict[str, Any] = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            self._write_simple(400, b'{"error":{"message":"invalid JSON body","code":400}}')
+            return
+        state.count += 1
+        n = state.count
+        fault = state.fault_for(n)
+        if fault == "reject" or (cfg.max_concurrency is not None and state.active >= cfg.max_concurrency):
+            self._write_simple(429, b'{"error":{"message":"overloaded","code":429}}',
+                               extra=f"Retry-After: {cfg.retry_after_s}\r\n")
+            return
+        if fault == "http500":
+            self._write_simple(500, b'{"error":{"message":"simulated failure","code":500}}')
+            return
+        max_tokens = int(req.get("max_tokens") or 16)
+        n_tokens = max_tokens
+        finish = "length"
+        if cfg.eos_after_tokens is not None and not req.get("ignore_eos") and cfg.eos_after_tokens < max_tokens:
+            n_tokens, finish = cfg.eos_after_tokens, "stop"
+        prompt = req.get("prompt") if not chat else " ".join(
+            str(m.get("content", "")) for m in req.get("messages", []))
+        prompt_tokens = len(str(prompt).split())
+        include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
+        assert self.transport is not None
+        state.active += 1
+        try:
+            self.transport.write(
+                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms)
+            rid = f"sim-{n}"
+            obj = "chat.completion.chunk" if chat else "text_completion"
+            if chat:  # role-only first chunk, as real engines send
+                self._send_event({"id": rid, "object": obj, "choices": [
+                    {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}],
+                    "sim": {"recv_ns": recv_ns, "sent_ns": _now(), "token": None}})
+            for i in range(n_tokens):
+                await asyncio.sleep(max(0.0, deadline - loop.time()))
+                if self.closed:
+                    return
+                if fault is not None and i == cfg.fault_after_chunks:
+                    if fault == "disconnect":
+                        assert self.transport is not None
+                        self.transport.close()
+                        return
+                    if fault == "malformed":
+                        self.transport.write(_chunk(b'data: {"choices": [{"delta": {"content": "x"\n\n'))
+                    elif fault == "error_event":
+                        self._send_event({"error": {"message": "simulated mid-stream failure",
+                                                    "type": "server_error", "code": 500}})
+                        self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+                        return
+                    elif fault == "stall":
+                        await asyncio.sleep(cfg.stall_s)
+                        if self.closed:
+                            return
+                text = f"tok{i} " if i else "tok0 "
+                last = i == n_tokens - 1
+                if chat:
+                    choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                else:
+                    choice = {"index": 0, "text": text, "finish_reason": finish if last else None}
+                event: dict[str, Any] = {"id": rid, "object": obj, "choices": [choice],
+                                         "sim": {"recv_ns": recv_ns, "sent_ns": _now(), "token": i}}
+                if not chat and last and include_usage:
+                    event["usage"] = self._usage(prompt_tokens, n_tokens)
+                self._send_event(event)
+                deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
+            if chat:
+                self._send_event({"id": rid, "object": obj, "choices": [
+                    {"index": 0, "delta": {}, "finish_reason": finish}]})
+                if include_usage:
+                    self._send_event({"id": rid, "object": obj, "choices": [],
+                                      "usage": self._usage(prompt_tokens, n_tokens)})
+            self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        finally:
+            state.active -= 1
+
+    @staticmethod
+    def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens}
+
+    def _send_event(self, event: dict[str, Any]) -> None:
+        if self.transport is not None and not self.closed:
+            self.transport.write(_chunk(b"data: " + orjson.dumps(event) + b"\n\n"))
+
+
+async def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 0,
+                ready: threading.Event | None = None, bound: list[int] | None = None,
+                stop: asyncio.Event | None = None) -> None:
+    """Serve until `stop` is set (forever when None); `bound` receives the actual port."""
+    state = _State(config)
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _SimProtocol(state), host, port)
+    if bound is not None:
+        bound.append(server.sockets[0].getsockname()[1])
+    if ready is not None:
+        ready.set()
+    async with server:
+        if stop is None:
+            await server.serve_forever()
+        else:
+            await stop.wait()
+
+
+def start_in_thread(config: SimConfig) -> tuple[int, threading.Thread, asyncio.AbstractEventLoop, asyncio.Event]:
+    """Run the simulator on its own event loop in a daemon thread; returns (port, thread, loop,
+    stop event). Set the event with `loop.call_soon_threadsafe(stop.set)` to stop it."""
+    ready = threading.Event()
+    bound: list[int] = []
+    holder: dict[str, Any] = {}
+
+    def main() -> None:
+        loop = asyncio.new_event_loop()
+        holder["loop"] = loop
+        stop = asyncio.Event()
+        holder["stop"] = stop
+        loop.run_until_complete(serve(config, port=0, ready=ready, bound=bound, stop=stop))
+        loop.close()
+
+    thread = threading.Thread(target=main, name="simulator", daemon=True)
+    thread.start()
+    if not ready.wait(10):
+        raise RuntimeError("simulator did not start within 10 s")
+    return bound[0], thread, holder["loop"], holder["stop"]

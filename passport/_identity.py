@@ -1,0 +1,146 @@
+"""Who and what was measured: one `collect_*` function per source.
+
+Each returns {field: SourcedValue}; what a source cannot tell is left out (and shows as
+unknown), never guessed. Sources: the endpoint (`probed`, with the URL path as `via`), the
+launcher (`launcher`), the spec (`declared`), and this machine (`client`). Secrets are never
+read here: launch commands are recorded with key/token values redacted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from harness import ControlClient, EngineLauncher, detect_engine
+from passport._model import HarnessInfo, SourcedValue
+
+__all__ = ["collect_endpoint", "collect_launcher", "collect_declared", "collect_host", "collect_harness",
+           "sha256_file"]
+
+_REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _probed(value: Any, via: str) -> SourcedValue:
+    return SourcedValue(value=value, source="probed", via=via)
+
+
+def collect_endpoint(control: ControlClient, cards: list[dict[str, Any]], model_id: str) -> dict[str, SourcedValue]:
+    """From /v1/models (the card of `model_id`) and engine-specific probes."""
+    card = next((c for c in cards if c.get("id") == model_id), {})
+    fields: dict[str, SourcedValue] = {"model.id": _probed(model_id, "/v1/models")}
+    if card.get("owned_by") is not None:
+        fields["model.owned_by"] = _probed(card["owned_by"], "/v1/models")
+    engine = detect_engine(card)
+    if engine:
+        fields["engine.name"] = _probed(engine, "/v1/models owned_by")
+    for key in ("root", "max_model_len"):
+        if card.get(key) is not None:
+            fields[f"model.{key}"] = _probed(card[key], "/v1/models")
+    meta = card.get("meta") or {}
+    for src, dst in (("n_params", "model.n_params"), ("n_ctx_train", "model.n_ctx_train"),
+                     ("size", "model.size_bytes"), ("n_vocab", "model.n_vocab")):
+        if meta.get(src) is not None:
+            fields[dst] = _probed(meta[src], "/v1/models meta")
+    if engine == "llama.cpp":
+        for key, value in control.llamacpp_props().items():
+            if value is not None:
+                fields[key] = _probed(value, "/props")
+    return fields
+
+
+def collect_launcher(launcher: EngineLauncher, model_path: str | None, model_sha256: str | None) -> dict[str, SourcedValue]:
+    """The command the harness ran (redacted), its binary's hash, and the model file."""
+    fields = {"engine.command": SourcedValue(value=" ".join(launcher.command), source="launcher")}
+    binary = launcher.argv[0]
+    resolved = binary if os.path.isabs(binary) else None
+    if resolved is None:
+        from shutil import which
+
+        resolved = which(binary, path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+    if resolved and os.path.isfile(resolved):
+        real = os.path.realpath(resolved)
+        fields["engine.binary"] = SourcedValue(value=real, source="launcher")
+        fields["engine.binary_sha256"] = SourcedValue(value=sha256_file(Path(real)), source="launcher")
+    if model_path:
+        fields["model.file"] = SourcedValue(value=os.path.basename(model_path), source="launcher")
+        if model_sha256:
+            fields["model.file_sha256"] = SourcedValue(value=model_sha256, source="launcher")
+    return fields
+
+
+def collect_declared(declared: dict[str, Any]) -> dict[str, SourcedValue]:
+    """Facts the endpoint cannot tell, as the spec's `identity` section declares them."""
+    return {key if "." in key else f"declared.{key}": SourcedValue(value=value, source="declared", via=f"identity.{key}")
+            for key, value in declared.items()}
+
+
+def collect_host() -> dict[str, SourcedValue]:
+    """The client machine: CPU, cores, memory, OS and kernel."""
+    cpu = platform.processor() or None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    values = {
+        "host.cpu": cpu,
+        "host.logical_cores": os.cpu_count(),
+        "host.memory_bytes": psutil.virtual_memory().total,
+        "host.os": platform.platform(),
+        "host.kernel": platform.release(),
+        "host.gpu": None,
+    }
+    out = {k: SourcedValue(value=v, source="client") for k, v in values.items() if v is not None}
+    out["host.gpu"] = SourcedValue(value=None, source="unknown", via="GPU probing (NVML) not implemented yet")
+    return out
+
+
+def _git(*args: str) -> str | None:
+    try:
+        result = subprocess.run(["git", "-C", str(_REPO_ROOT), *args], capture_output=True, text=True, timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return result.stdout.strip() if result.returncode == 0 else None
+
+
+def collect_harness(raw_schema_version: int) -> HarnessInfo:
+    """This harness: version, git revision and whether the tree is dirty, Python, platform."""
+    try:
+        version = metadata.version("passport")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    revision = _git("rev-parse", "HEAD")
+    status = _git("status", "--porcelain", "--untracked-files=no") if revision else None
+    try:
+        import uvloop  # noqa: F401
+
+        has_uvloop = True
+    except ImportError:
+        has_uvloop = False
+    return HarnessInfo(
+        version=version,
+        git_revision=revision,
+        git_dirty=None if status is None else bool(status),
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        uvloop=has_uvloop,
+        raw_schema_version=raw_schema_version,
+    )

@@ -1,0 +1,234 @@
+"""The passport: four parts (identity, protocol, validity, results) plus file hashes.
+
+`schema_version` history (readers refuse versions they do not know):
+- "1.0" (2026-11): first version: identity as sourced fields; protocol with the spec verbatim
+  and effective, workload/schedule hashes, metric definitions and clock; validity rules with
+  PASS/FAIL/WARN/SKIP; results per metric id (seconds; per-second units for rates), success-only
+  and failure-inclusive; sha256 of every raw file.
+
+The generated JSON Schema is committed at `passport/schema/passport.schema.json`
+(`python -m passport.schema` rewrites it; a test fails when it drifts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "Source",
+    "SourcedValue",
+    "Override",
+    "MetricDefinition",
+    "WorkloadInfo",
+    "ScheduleInfo",
+    "HarnessInfo",
+    "ClockInfo",
+    "Protocol",
+    "RuleStatus",
+    "RuleResult",
+    "CanaryInfo",
+    "Validity",
+    "Stat",
+    "WindowInfo",
+    "PeakMemory",
+    "ClientInfo",
+    "Results",
+    "FileEntry",
+    "Passport",
+    "Verdict",
+]
+
+SCHEMA_VERSION = "1.0"
+SUPPORTED_SCHEMA_VERSIONS = ("1.0",)
+
+Source = Literal["probed", "declared", "launcher", "client", "unknown"]
+Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]
+RuleStatus = Literal["PASS", "FAIL", "WARN", "SKIP"]
+JSONValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourcedValue(_Model):
+    """One identity fact and where it came from (`via`: the endpoint or spec field)."""
+
+    value: JSONValue = None
+    source: Source = "unknown"
+    via: str | None = None
+
+
+class Override(_Model):
+    """A spec value replaced on the command line."""
+
+    field: str
+    value: JSONValue
+    source: str
+
+
+class MetricDefinition(_Model):
+    """A metric id's versioned definition (from `passport.metrics`)."""
+
+    version: int
+    unit: str
+    definition: str
+
+
+class WorkloadInfo(_Model):
+    sha256: str
+    n_requests: int
+    seed: int
+    tokenizer: str
+    tokenizer_sha256: str | None
+    exact_lengths: bool
+    note: str | None = None
+
+
+class ScheduleInfo(_Model):
+    sha256: str
+    pattern: str
+    n_scheduled: int
+    n_warmup: int
+    window_s: float | None
+    seed: int
+
+
+class HarnessInfo(_Model):
+    version: str
+    git_revision: str | None
+    git_dirty: bool | None
+    python: str
+    platform: str
+    uvloop: bool
+    raw_schema_version: int
+
+
+class ClockInfo(_Model):
+    """All `*_ns` columns are ns since `t0`, on CLOCK_MONOTONIC (`time.perf_counter_ns`)."""
+
+    clock: str
+    t0_perf_counter_ns: int
+    t0_utc: str
+
+
+class Protocol(_Model):
+    spec: dict[str, Any]
+    effective: dict[str, Any]
+    overrides: list[Override]
+    workload: WorkloadInfo
+    schedule: ScheduleInfo
+    harness: HarnessInfo
+    clock: ClockInfo
+    seeds: dict[str, int | None]
+    request_params: dict[str, Any] = Field(description="Body fields sent with every request.")
+    max_tokens_is_target: bool
+    prefix_cache: dict[str, Any]
+    metric_definitions: dict[str, MetricDefinition]
+    started_utc: str
+    finished_utc: str | None
+
+
+class RuleResult(_Model):
+    """One validity rule: status, measured value against its threshold, and the remedy."""
+
+    name: str
+    status: RuleStatus
+    measured: float | str | None = None
+    threshold: float | str | None = None
+    message: str
+    recommendation: str | None = None
+
+
+class CanaryInfo(_Model):
+    status: Literal["passed", "failed", "not_run"]
+    suite: str
+    reason: str | None = None
+
+
+class Validity(_Model):
+    verdict: Verdict
+    complete: bool
+    incomplete_reason: str | None = None
+    forced: bool = False
+    canaries: CanaryInfo
+    rules: list[RuleResult]
+    counts: dict[str, int | None]
+
+
+class Stat(_Model):
+    """Summary of one metric. Latencies in seconds. Percentiles: linear interpolation between
+    order statistics (numpy 'linear'); `ci95`: distribution-free 95 % intervals of percentiles
+    from binomial order statistics (null when n is too small). Failure-inclusive stats count each
+    failed request as +infinity: a statistic that lands on a failure is null, `n_failed` says why."""
+
+    n: int
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p99_9: float | None = None
+    ci95: dict[str, list[float] | None] | None = None
+    n_failed: int | None = None
+
+
+class WindowInfo(_Model):
+    """One repetition's measurement window on the run clock: first measured send to last end."""
+
+    repetition: int
+    start_ns: int | None
+    end_ns: int | None
+    duration_s: float | None
+    measured_requests: int
+
+
+class PeakMemory(_Model):
+    value_bytes: int | None
+    source: str | None
+    reason: str | None = None
+
+
+class ClientInfo(_Model):
+    cpu_share_mean: float | None
+    cpu_share_max: float | None
+    loop_lag_p99_ms: float | None
+    dispatch_lag_p99_ms: float | None
+
+
+class Results(_Model):
+    metrics: dict[str, Stat]
+    metrics_failure_inclusive: dict[str, Stat]
+    outcomes: dict[str, int]
+    windows: list[WindowInfo]
+    peak_memory: PeakMemory
+    engine_restarts: int | None
+    client: ClientInfo
+
+
+class FileEntry(_Model):
+    sha256: str
+    bytes: int
+    rows: int | None = None
+
+
+class Passport(_Model):
+    """A benchmark passport (see the module docstring for the version history)."""
+
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    name: str
+    created_utc: str
+    verdict: Verdict
+    identity: dict[str, SourcedValue]
+    protocol: Protocol
+    validity: Validity
+    results: Results
+    files: dict[str, FileEntry]

@@ -1,0 +1,335 @@
+"""`passport run`: the data flow of DESIGN.md, from a validated spec to a written passport.
+
+Spec -> engine (optional launch) -> identity -> workload -> schedule -> (canaries: issue 4) ->
+timed run -> results from the Parquet files -> validity -> passport.json + report.md.
+Library code: it raises our errors and reports progress through a callback; only the CLI
+prints. A bad spec never reaches here; an unreachable endpoint fails before anything is timed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import os
+import shutil
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness import (
+    CHUNKS_SCHEMA,
+    RAW_SCHEMA_VERSION,
+    REQUESTS_SCHEMA,
+    TELEMETRY_SCHEMA,
+    ClientMonitor,
+    ControlClient,
+    Endpoint,
+    EndpointError,
+    EngineLauncher,
+    HttpClient,
+    PreparedRequest,
+    ProgressSink,
+    RepetitionResult,
+    Runner,
+    Schedule,
+    TableWriter,
+    Timeouts,
+    build_body,
+    build_schedule,
+)
+from passport._errors import SpecError
+from passport._identity import collect_declared, collect_endpoint, collect_harness, collect_host, collect_launcher, sha256_file
+from passport._model import CanaryInfo, Override, Passport, SourcedValue
+from passport._passport import assemble_passport, write_passport
+from passport._spec import RunSpec
+from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
+
+__all__ = ["RunOutcome", "execute", "request_params", "ENGINES_WITH_IGNORE_EOS"]
+
+ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
+_PRESETS: dict[str, dict[str, Any]] = {
+    "instruct": {"temperature": 0.7},
+    "thinking": {"temperature": 1.0, "top_p": 0.95},
+    "explicit": {},
+}
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where the run went and how it ended (exit code per DESIGN.md)."""
+
+    folder: Path
+    passport: Passport
+    exit_code: int
+
+
+ProgressFactory = Callable[[int | None], ProgressSink]
+
+
+def request_params(spec: RunSpec, engine: str | None) -> tuple[dict[str, Any], bool]:
+    """(body fields sent with every request, whether max_tokens is the output *target*)."""
+    d = spec.decoding
+    params = dict(_PRESETS[d.preset])
+    for key in ("temperature", "top_p", "top_k", "seed"):
+        value = getattr(d, key)
+        if value is not None:
+            params[key] = value
+    ignore_eos = engine in ENGINES_WITH_IGNORE_EOS if d.ignore_eos == "auto" else bool(d.ignore_eos)
+    if ignore_eos:
+        params["ignore_eos"] = True
+    params.update(d.extra)
+    return params, ignore_eos
+
+
+def _utc(ts: float | None = None) -> str:
+    return dt.datetime.fromtimestamp(ts if ts is not None else time.time(), dt.timezone.utc).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple[str, str | None]:
+    """(tokenizer source, note) for `workload.tokenizer`, resolving `auto`."""
+    declared = spec.workload.tokenizer
+    if declared != "auto":
+        return declared, None
+    if spec.engine and spec.engine.model_path and spec.engine.model_path.endswith(".gguf"):
+        return f"gguf:{os.path.expanduser(spec.engine.model_path)}", "auto: the launched model's GGUF"
+    probed = identity.get("model.path")
+    if probed and isinstance(probed.value, str) and probed.value.endswith(".gguf") and os.path.isfile(probed.value):
+        return f"gguf:{probed.value}", "auto: the GGUF the server reports in /props"
+    return "none", "auto: no local tokenizer found for this model; lengths are approximate"
+
+
+def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, full_text: bool) -> None:
+    wl = request_set.table
+    index = schedule.table.column("request_index")
+    fields = {name: pa.array(wl.column(name).take(index)) for name in
+              ("input_tokens_target", "input_tokens_client", "output_tokens_target")}
+    prompts = wl.column("prompt").take(index)
+    table = schedule.table
+    for name, column in fields.items():
+        table = table.append_column(name, column)
+    table = table.append_column("prompt", prompts if full_text else pa.nulls(len(prompts), pa.string()))
+    pq.write_table(table, folder / "schedule.parquet", compression="zstd")
+
+
+async def _timed_phase(
+    spec: RunSpec,
+    endpoint: Endpoint,
+    headers: dict[str, str],
+    schedule: Schedule,
+    pool_requests: list[tuple[bytes, int, str]],
+    request_set: RequestSet,
+    max_tokens_is_target: bool,
+    folder: Path,
+    t0_ns: int,
+    launcher: EngineLauncher | None,
+    tokenizer: LoadedTokenizer,
+    progress: ProgressSink | None,
+) -> tuple[list[RepetitionResult], str | None]:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reason: list[str] = []
+
+    def interrupt(name: str) -> None:
+        reason.append(f"interrupted by {name}")
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, interrupt, sig.name)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    t = spec.timeouts
+    concurrency = spec.load.concurrency or 64
+    client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
+                        max_idle=concurrency, extra_headers=headers)
+    requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
+    chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
+    telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
+    wl = request_set.table
+    pool = [
+        PreparedRequest(
+            request=req, prompt=prompt, max_tokens=max_tokens, max_tokens_is_target=max_tokens_is_target,
+            input_tokens_target=wl.column("input_tokens_target")[i].as_py(),
+            input_tokens_client=wl.column("input_tokens_client")[i].as_py(),
+            output_tokens_target=wl.column("output_tokens_target")[i].as_py(),
+        )
+        for i, (req, max_tokens, prompt) in enumerate(pool_requests)
+    ]
+    count = tokenizer.tokenizer.encode if tokenizer.exact else None
+    runner = Runner(client, spec.endpoint.api, spec.load, schedule, pool, requests_w, chunks_w, t0_ns, stop,
+                    record_text=spec.record_text, count_tokens=(lambda s: len(count(s))) if count else None,
+                    progress=progress)
+
+    async def watch_engine() -> None:
+        assert launcher is not None
+        telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "launched",
+                                "value": 1.0})
+        while True:
+            for t_ns, rss in launcher.drain_samples():
+                telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+            if not launcher.alive():
+                telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "exit",
+                                        "value": float(launcher._proc.returncode if launcher._proc else -1)})
+                reason.append(f"the launched engine exited (code {launcher.exit_code}); see engine.log")
+                stop.set()
+                return
+            await asyncio.sleep(0.5)
+
+    background = [loop.create_task(ClientMonitor(telemetry_w, t0_ns).run())]
+    if launcher is not None:
+        background.append(loop.create_task(watch_engine()))
+    try:
+        await client.start()
+        try:
+            await client.preconnect(min(concurrency, 64))
+        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
+            raise EndpointError(f"cannot open connections to {endpoint.host}:{endpoint.port}: {exc}") from exc
+        results = await runner.run()
+        if runner.abort_reason:
+            reason.append(runner.abort_reason)
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if launcher is not None:
+            for t_ns, rss in launcher.drain_samples():
+                telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+        await client.aclose()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        for writer in (requests_w, chunks_w, telemetry_w):
+            writer.close()
+    return results, (reason[0] if reason else None)
+
+
+def _run_loop(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        return uvloop.run(coro)
+    except ImportError:
+        return asyncio.run(coro)
+
+
+def execute(
+    spec: RunSpec,
+    raw_spec: dict[str, Any],
+    overrides: list[Override],
+    out_root: Path,
+    progress: ProgressFactory | None = None,
+    status: Callable[[str], None] | None = None,
+) -> RunOutcome:
+    """Run the spec end to end and write the run folder; see the module docstring."""
+    say = status or (lambda _msg: None)
+    started_utc = _utc()
+    run_id = uuid.uuid4().hex[:8]
+    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
+    folder.mkdir(parents=True, exist_ok=False)
+    headers: dict[str, str] = {}
+    if spec.endpoint.api_key_env:
+        key = os.environ.get(spec.endpoint.api_key_env)
+        if not key:
+            shutil.rmtree(folder)
+            raise SpecError(
+                f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
+                f"export {spec.endpoint.api_key_env}=<your key> and run again"
+            )
+        headers["Authorization"] = f"Bearer {key}"
+    launcher: EngineLauncher | None = None
+    nothing_useful = True
+    try:
+        identity: dict[str, SourcedValue] = {}
+        model_sha: str | None = None
+        if spec.engine is not None:
+            port = spec.engine.port
+            if port is None and spec.endpoint.base_url:
+                port = Endpoint.parse(spec.endpoint.base_url).port
+            launcher = EngineLauncher(spec.engine.launch, folder / "engine.log", spec.engine.model_path,
+                                      port=port, health_timeout_s=spec.engine.health_timeout_s)
+            nothing_useful = False
+            say(f"starting the engine: {' '.join(launcher.command)}")
+            launcher.start()
+        base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+        assert base_url is not None
+        endpoint = Endpoint.parse(base_url)
+        say(f"probing {base_url}")
+        with ControlClient(base_url, headers) as control:
+            cards = control.models()
+            if spec.endpoint.model == "auto":
+                if not cards:
+                    raise EndpointError(f"{base_url}/models lists no model; set endpoint.model explicitly")
+                model_id = str(cards[0].get("id"))
+            else:
+                model_id = spec.endpoint.model
+            identity.update(collect_endpoint(control, cards, model_id))
+        engine_name = identity.get("engine.name")
+        engine = str(engine_name.value) if engine_name else None
+        tok_source, tok_note = _resolve_tokenizer(spec, identity)
+        say(f"loading tokenizer {tok_source}")
+        tokenizer = load_tokenizer(tok_source)
+        if launcher is not None and spec.engine is not None:
+            model_path = os.path.expanduser(spec.engine.model_path) if spec.engine.model_path else None
+            if model_path and tok_source == f"gguf:{model_path}":
+                model_sha = tokenizer.sha256
+            elif model_path and os.path.isfile(model_path):
+                model_sha = sha256_file(Path(model_path))
+            identity.update(collect_launcher(launcher, model_path, model_sha))
+        identity.update(collect_host())
+        identity.update(collect_declared(spec.identity))
+
+        schedule = build_schedule(spec.load, spec.workload.requests)
+        say(f"materializing {schedule.pool_size} requests")
+        request_set = materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
+        nothing_useful = False
+        full_text = spec.record_text == "full"
+        _write_schedule(folder, schedule, request_set, full_text)
+        params, max_tokens_is_target = request_params(spec, engine)
+        path = "/chat/completions" if spec.endpoint.api == "chat" else "/completions"
+        probe_client = HttpClient(endpoint, Timeouts(), max_idle=1, extra_headers=headers)
+        pool_requests = []
+        for prompt, max_tokens in zip(request_set.table.column("prompt").to_pylist(),
+                                      request_set.table.column("output_tokens_target").to_pylist()):
+            body = build_body(spec.endpoint.api, model_id, prompt, int(max_tokens), params)
+            pool_requests.append((probe_client.request_bytes(path, body), int(max_tokens), prompt))
+        canaries = CanaryInfo(status="not_run", suite=spec.canaries,
+                              reason="canaries are not implemented yet (issue 4)" if spec.canaries != "none"
+                              else "the spec declares canaries: none")
+        total = None
+        if spec.load.open_loop or spec.load.measure.requests is not None:
+            total = schedule.table.num_rows * spec.load.repetitions
+        sink = progress(total) if progress else None
+        t0_ns = time.perf_counter_ns()
+        t0_utc = _utc()
+        say(f"timed phase: {spec.load} x {spec.load.repetitions}")
+        repetitions, stop_reason = _run_loop(_timed_phase(
+            spec, endpoint, headers, schedule, pool_requests, request_set, max_tokens_is_target, folder,
+            t0_ns, launcher, tokenizer, sink))
+    except BaseException:
+        if launcher is not None:
+            launcher.stop()
+        if nothing_useful and folder.is_dir() and not any(folder.iterdir()):
+            folder.rmdir()
+        raise
+    if launcher is not None:
+        launcher.stop()
+    finished_utc = _utc()
+    passport = assemble_passport(
+        folder=folder, run_id=run_id, spec=spec, raw_spec=raw_spec, overrides=overrides, identity=identity,
+        request_set=request_set, tokenizer_note=tok_note, schedule=schedule, params=params,
+        max_tokens_is_target=max_tokens_is_target, t0_ns=t0_ns, t0_utc=t0_utc, started_utc=started_utc,
+        finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
+        launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION),
+    )
+    write_passport(folder, passport)
+    return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

@@ -1,0 +1,186 @@
+"""The run spec: YAML in, a validated `RunSpec` out, with one clear message per bad field.
+
+Every field but the endpoint (or an `engine.launch`) and `load.pattern` (with its rate or
+concurrency) has a default, so a three-line spec runs. Unknown fields are errors (a typo must
+never silently change a benchmark); the message suggests the closest known name.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness import LoadSpec
+from passport._errors import SpecError
+from workloads import WorkloadSpec
+
+__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec",
+           "load_spec", "parse_spec", "parse_duration_s"]
+
+_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|us|µs|m)?\s*$")
+
+
+def parse_duration_s(value: str | float | int) -> float:
+    """'2s', '200ms', '150us', '1m' or a number of seconds, in seconds."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    match = _DURATION.match(value)
+    if not match:
+        raise ValueError(f"{value!r} is not a duration; write e.g. 2s, 200ms or 0.5")
+    number, unit = float(match.group(1)), match.group(2) or "s"
+    return number * {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "m": 60.0}[unit]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EndpointSpec(_Strict):
+    """The OpenAI-compatible endpoint under test."""
+
+    base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8080/v1; None: from engine.launch.")
+    api: Literal["chat", "completions"] = Field("chat", description="chat | completions.")
+    model: str = Field("auto", description="Model id; auto = the first id from /v1/models.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+
+
+class EngineSpec(_Strict):
+    """An engine the harness launches, watches and stops."""
+
+    launch: str = Field(description="Command template with {port}, {host}, {model_path}.")
+    model_path: str | None = Field(None, description="Fills {model_path}; a .gguf also gives the tokenizer.")
+    port: int | None = Field(None, ge=1, le=65535, description="Fixed port; None: a free one.")
+    health_timeout_s: float = Field(180.0, gt=0, description="How long to wait for /health.")
+
+
+class DecodingSpec(_Strict):
+    """Sampling and output-length policy sent with every request."""
+
+    preset: Literal["instruct", "thinking", "explicit"] = "instruct"
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    seed: int | None = Field(None, description="Sampling seed sent as `seed`.")
+    ignore_eos: Literal["auto", True, False] = Field(
+        "auto", description="auto: send ignore_eos where the engine honours it, making max_tokens the target."
+    )
+    extra: dict[str, Any] = Field(default_factory=dict, description="Extra body fields, sent verbatim.")
+
+
+class ValiditySpec(_Strict):
+    """Thresholds of the validity rules (declared before the run)."""
+
+    max_error_rate: float = Field(0.01, ge=0, le=1)
+    min_completed_requests: int = Field(1, ge=0)
+    max_dispatch_lag_p99_ms: float = Field(10.0, gt=0)
+    max_client_cpu_share: float = Field(0.9, gt=0)
+    max_loop_lag_p99_ms: float = Field(20.0, gt=0)
+    min_achieved_rate_fraction: float = Field(0.9, gt=0, le=1)
+
+
+class TimeoutSpec(_Strict):
+    """Per-request limits in seconds (null: none)."""
+
+    connect_s: float | None = Field(10.0, gt=0)
+    first_byte_s: float | None = Field(300.0, gt=0)
+    stall_s: float | None = Field(60.0, gt=0)
+    total_s: float | None = Field(900.0, gt=0)
+
+
+class RunSpec(_Strict):
+    """A whole run, as declared. See DESIGN.md "The spec" for the canonical example."""
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
+    engine: EngineSpec | None = None
+    identity: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    decoding: DecodingSpec = Field(default_factory=DecodingSpec)
+    load: LoadSpec
+    prefix_cache: Literal["cold", "warm"] = "warm"
+    canaries: str = "default"
+    slo: dict[str, str | float] = Field(default_factory=dict)
+    validity: ValiditySpec = Field(default_factory=ValiditySpec)
+    timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
+    record_text: Literal["full", "hashes"] = "full"
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_durations(cls, value: dict[str, str | float]) -> dict[str, str | float]:
+        for key, limit in value.items():
+            parse_duration_s(limit)
+            if key.count(".") < 1:
+                raise ValueError(f"slo key {key!r} must be <metric id>.<stat>, e.g. ttft.any.p99")
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint_or_engine(self) -> Self:
+        if self.endpoint.base_url is None and self.engine is None:
+            raise ValueError(
+                "endpoint.base_url is required (or declare engine.launch, or pass --endpoint URL)"
+            )
+        return self
+
+
+def _field_names(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    current: Any = model
+    for part in loc[:-1]:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        annotation = field.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p in ("function-after",)))
+        where = ".".join(str(p) for p in loc) or "(spec)"
+        if error["type"] == "extra_forbidden":
+            known = _field_names(RunSpec, loc)
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+            lines.append(f"  {where}: unknown field{hint}")
+        elif error["type"] == "missing":
+            lines.append(f"  {where}: required field is missing")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            got = error.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"  {where}: {message}{shown}")
+    return f"invalid spec {source}:\n" + "\n".join(lines)
+
+
+def parse_spec(data: Any, source: str = "") -> RunSpec:
+    """Validate a spec given as a mapping; raises SpecError listing every bad field."""
+    if not isinstance(data, dict):
+        raise SpecError(f"spec {source} must be a YAML mapping of fields (got {type(data).__name__})")
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, source)) from None
+
+
+def load_spec(path: Path) -> tuple[RunSpec, dict[str, Any]]:
+    """Read and validate a YAML spec: (validated spec, the mapping exactly as written)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec {path} is not valid YAML: {exc}") from exc
+    if raw is None:
+        raise SpecError(f"spec {path} is empty; see specs/ for examples")
+    return parse_spec(raw, str(path)), raw

@@ -1,0 +1,167 @@
+"""Validity rules: each PASS/FAIL/WARN/SKIP with the measured value, its threshold and a remedy.
+
+The verdict: INCOMPLETE if the run did not finish; HOLD if canaries failed and the run was not
+forced; INVALID if any rule FAILs; else VALID. WARN and SKIP never change the verdict, but the
+report lists them as caveats. Thresholds come from the spec's `validity` section, declared
+before the run and echoed in the protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from passport._model import CanaryInfo, RuleResult, Verdict
+from passport._spec import ValiditySpec
+from passport.metrics import SUCCESS_OUTCOMES
+
+__all__ = ["RunFacts", "evaluate", "verdict_of", "count_outcomes"]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the rules need besides the results: how the run went and what was declared."""
+
+    complete: bool
+    incomplete_reason: str | None
+    open_loop: bool
+    offered_rate_per_s: float | None
+    launched_engine: bool
+    git_dirty: bool | None
+    exact_lengths: bool
+    canaries: CanaryInfo
+    forced: bool
+
+
+def count_outcomes(requests: pa.Table) -> dict[str, int | None]:
+    """Failure counts kept apart (measured requests only); None = not checked by this run."""
+    outcome = np.array(requests.column("outcome").to_pylist(), dtype=object)
+    phase = np.array(requests.column("phase").to_pylist(), dtype=object)
+    kinds = np.array(requests.column("timeout_kind").to_pylist(), dtype=object)
+    m = phase == "measure"
+    target = np.array(requests.column("max_tokens_is_target").to_pylist(), dtype=object)
+    completion = np.array([np.nan if v is None else v for v in requests.column("completion_tokens").to_pylist()],
+                          dtype=float)
+    wanted = np.array([np.nan if v is None else v for v in requests.column("max_tokens").to_pylist()], dtype=float)
+    ok = m & np.isin(outcome, SUCCESS_OUTCOMES)
+    short = ok & (target == True) & (completion < wanted)  # noqa: E712 (object array)
+    counts: dict[str, int | None] = {
+        "measured": int(m.sum()),
+        "succeeded": int(ok.sum()),
+        "rejections": int((m & (outcome == "rejected")).sum()),
+        "truncations": int((m & (outcome == "truncated")).sum()),
+        "short_outputs": int(short.sum()),
+        "http_errors": int((m & (outcome == "http_error")).sum()),
+        "stream_errors": int((m & (outcome == "stream_error")).sum()),
+        "client_errors": int((m & (outcome == "client_error")).sum()),
+    }
+    for kind in ("connect", "first_byte", "stall", "total"):
+        counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
+    counts["schema_failures"] = None
+    counts["tool_failures"] = None
+    counts["wrong_answers"] = None
+    return counts
+
+
+def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
+          recommendation: str | None = None, soft: bool = False) -> RuleResult:
+    status = "PASS" if passed else ("WARN" if soft else "FAIL")
+    return RuleResult(name=name, status=status, measured=measured, threshold=threshold, message=message,
+                      recommendation=None if passed else recommendation)
+
+
+def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunFacts,
+             limits: ValiditySpec) -> list[RuleResult]:
+    """Apply every rule to the computed results."""
+    rules: list[RuleResult] = []
+    rules.append(_rule(
+        "run_complete", facts.complete, "complete" if facts.complete else "incomplete", "complete",
+        "the run finished its schedule" if facts.complete else f"the run stopped early: {facts.incomplete_reason}",
+        "rerun to completion; the partial results cover only what was sent"))
+    canary = facts.canaries
+    if canary.status == "not_run":
+        rules.append(RuleResult(name="canaries", status="SKIP", message=f"suite {canary.suite!r} not run: {canary.reason}"))
+    else:
+        rules.append(_rule("canaries", canary.status == "passed", canary.status, "passed",
+                           f"canary suite {canary.suite!r} {canary.status}",
+                           "fix the engine's correctness before timing it"))
+    measured = counts["measured"] or 0
+    succeeded = counts["succeeded"] or 0
+    rules.append(_rule(
+        "min_completed_requests", succeeded >= limits.min_completed_requests, succeeded,
+        limits.min_completed_requests, f"{succeeded} measured requests succeeded",
+        "lengthen load.measure or fix the failures below"))
+    error_rate = (measured - succeeded) / measured if measured else 0.0
+    rules.append(_rule(
+        "error_rate", error_rate <= limits.max_error_rate, round(error_rate, 6), limits.max_error_rate,
+        f"{measured - succeeded} of {measured} measured requests failed "
+        f"(rejected {counts['rejections']}, http {counts['http_errors']}, stream {counts['stream_errors']}, "
+        f"timeouts {sum(v or 0 for k, v in counts.items() if k.startswith('timeouts_'))}, "
+        f"client {counts['client_errors']})",
+        "lower the load, raise timeouts, or inspect requests.parquet `error` for the cause"))
+    client = results["client"]
+    lag = client["dispatch_lag_p99_ms"]
+    if lag is None:
+        rules.append(RuleResult(name="dispatch_lag", status="SKIP", message="no request was sent"))
+    else:
+        rules.append(_rule(
+            "dispatch_lag", lag <= limits.max_dispatch_lag_p99_ms, round(lag, 3), limits.max_dispatch_lag_p99_ms,
+            f"p99 send lag behind the intended time {lag:.3f} ms",
+            "the harness fell behind its schedule: lower the rate or the in-flight cap, or shard the client"))
+    cpu_max, loop_lag = client["cpu_share_max"], client["loop_lag_p99_ms"]
+    if cpu_max is None or loop_lag is None:
+        rules.append(RuleResult(name="client_not_bound", status="SKIP", message="no client samples"))
+    else:
+        bound = cpu_max > limits.max_client_cpu_share or loop_lag > limits.max_loop_lag_p99_ms
+        rules.append(_rule(
+            "client_not_bound", not bound, f"cpu {cpu_max:.2f}, loop lag p99 {loop_lag:.2f} ms",
+            f"cpu <= {limits.max_client_cpu_share}, loop lag p99 <= {limits.max_loop_lag_p99_ms} ms",
+            "the client's own CPU and event-loop lag stayed within bounds" if not bound
+            else "the client was busy enough to distort timings",
+            "run the harness on a quieter machine, lower the load, or shard streams across processes"))
+    if facts.open_loop and facts.offered_rate_per_s:
+        achieved = results["metrics"]["throughput.requests_per_s"].get("mean")
+        if achieved is None:
+            rules.append(RuleResult(name="achieved_rate", status="SKIP", message="no window"))
+        else:
+            fraction = achieved / facts.offered_rate_per_s
+            rules.append(_rule(
+                "achieved_rate", fraction >= limits.min_achieved_rate_fraction, round(fraction, 4),
+                limits.min_achieved_rate_fraction,
+                f"completed {achieved:.3f} req/s of {facts.offered_rate_per_s:.3f} offered",
+                "the server did not keep up with the offered load: the latencies include queueing; "
+                "lower load.rate_per_s to measure below saturation"))
+    if facts.launched_engine:
+        restarts = results["engine_restarts"] or 0
+        rules.append(_rule("engine_alive", restarts == 0, restarts, 0,
+                           "the launched engine stayed up" if restarts == 0 else
+                           f"the launched engine exited {restarts} time(s) during the run",
+                           "see engine.log in the run folder"))
+    short = counts["short_outputs"] or 0
+    rules.append(_rule("output_budget", short == 0, short, 0,
+                       f"{short} successful requests returned fewer tokens than their declared output length",
+                       "the engine stopped early: enable ignore_eos (decoding.ignore_eos) or accept shorter outputs",
+                       soft=True))
+    rules.append(_rule("exact_input_lengths", facts.exact_lengths, facts.exact_lengths, True,
+                       "input lengths exact under the model's tokenizer" if facts.exact_lengths
+                       else "no tokenizer: input lengths are approximate (one token per word)",
+                       "set workload.tokenizer to a tokenizer folder or gguf:<file>", soft=True))
+    if facts.git_dirty is not None:
+        rules.append(_rule("harness_clean", not facts.git_dirty, "dirty" if facts.git_dirty else "clean", "clean",
+                           "the harness source has uncommitted changes" if facts.git_dirty
+                           else "the harness source matches its git revision",
+                           "commit or stash changes so the harness revision identifies the code", soft=True))
+    return rules
+
+
+def verdict_of(rules: list[RuleResult], facts: RunFacts) -> Verdict:
+    if not facts.complete:
+        return "INCOMPLETE"
+    if facts.canaries.status == "failed" and not facts.forced:
+        return "HOLD"
+    if any(r.status == "FAIL" for r in rules):
+        return "INVALID"
+    return "VALID"

@@ -1,0 +1,176 @@
+"""The `passport` command line: the only place that prints to the user or picks exit codes.
+
+Exit codes: 0 the run is VALID (or verified); 1 INVALID, HOLD or INCOMPLETE (or verification
+found differences); 2 a usage or input error (bad spec, unreachable endpoint, engine that
+would not start): nothing was measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+EPILOG = """\
+exit codes:
+  0  VALID run (verify: verified)
+  1  INVALID, HOLD or INCOMPLETE run (verify: differences found)
+  2  usage or input error: bad spec, unreachable endpoint, engine failed to start
+
+examples:
+  passport run specs/llamacpp-smoke.yaml
+  passport run my.yaml --endpoint http://127.0.0.1:8000/v1
+  OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
+  passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
+"""
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("passport")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="passport",
+        description="Benchmark an OpenAI-compatible LLM endpoint and write a benchmark passport: "
+                    "identity, protocol, validity and results, beside the raw Parquet logs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"passport {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    run = sub.add_parser(
+        "run", help="run a spec: canaries, timed load, passport",
+        description="Run the benchmark a YAML spec declares and write results/<name>-<UTC>-<id>/ "
+                    "(passport.json, report.md, requests/chunks/schedule/telemetry .parquet).",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("spec", type=Path, help="the run spec (YAML)")
+    run.add_argument("--endpoint", metavar="URL", help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1")
+    run.add_argument("--api-key-env", metavar="NAME",
+                     help="override endpoint.api_key_env: the environment variable holding the API key")
+    run.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                     help="output folder (default: results/)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    verify = sub.add_parser(
+        "verify", help="recompute a run's results from its raw logs and check file hashes",
+        description="Recompute every result of RUN_DIR/passport.json from the Parquet files and check the "
+                    "sha256 of every raw file. Prints 'verified' or each difference.",
+    )
+    verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    return parser
+
+
+class _RichProgress:
+    """Adapts rich's progress bar to the runner's ProgressSink."""
+
+    def __init__(self, total: int | None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(
+            TextColumn("[bold]requests"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+        )
+        self._task = self._progress.add_task("run", total=total, detail="")
+        self._progress.start()
+
+    def update(self, done: int, in_flight: int, errors: int) -> None:
+        self._progress.update(self._task, completed=done, detail=f"in flight {in_flight}, errors {errors}")
+
+    def stop(self) -> None:
+        self._progress.stop()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from passport._model import Override
+    from passport._report import headline_lines
+    from passport._run import execute
+    from passport._spec import load_spec, parse_spec
+
+    spec, raw = load_spec(args.spec)
+    overrides: list[Override] = []
+    patched: dict[str, Any] = {}
+    if args.endpoint:
+        patched.setdefault("endpoint", {})["base_url"] = args.endpoint
+        overrides.append(Override(field="endpoint.base_url", value=args.endpoint, source="--endpoint"))
+    if args.api_key_env:
+        patched.setdefault("endpoint", {})["api_key_env"] = args.api_key_env
+        overrides.append(Override(field="endpoint.api_key_env", value=args.api_key_env, source="--api-key-env"))
+    if patched:
+        merged = dict(raw)
+        merged["endpoint"] = {**(raw.get("endpoint") or {}), **patched["endpoint"]}
+        spec = parse_spec(merged, str(args.spec))
+    bars: list[_RichProgress] = []
+
+    def progress(total: int | None) -> _RichProgress:
+        bar = _RichProgress(total)
+        bars.append(bar)
+        return bar
+
+    def status(message: str) -> None:
+        print(f"passport: {message}", file=sys.stderr, flush=True)
+
+    try:
+        outcome = execute(spec, raw, overrides, args.out, progress=None if args.quiet else progress,
+                          status=None if args.quiet else status)
+    finally:
+        for bar in bars:
+            bar.stop()
+    print(f"passport: {outcome.folder / 'passport.json'}")
+    print(f"report:   {outcome.folder / 'report.md'}")
+    for line in headline_lines(outcome.passport):
+        print(line)
+    return outcome.exit_code
+
+
+def _cmd_verify(args: argparse.Namespace) -> int:
+    from passport.verify import verify_run
+
+    problems = verify_run(args.run_dir)
+    if not problems:
+        print(f"verified: {args.run_dir}")
+        return 0
+    print(f"NOT verified: {args.run_dir}")
+    for problem in problems:
+        print(f"- {problem}")
+    return 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    from harness import EngineLaunchError, HarnessError
+    from passport._errors import PassportError
+    from workloads import WorkloadError
+
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_verify(args)
+    except EngineLaunchError as exc:
+        print(f"ERROR: the engine did not start: {exc}", file=sys.stderr)
+        return 2
+    except (PassportError, HarnessError, WorkloadError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ERROR: interrupted before the timed phase; nothing was measured", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    sys.exit(main())

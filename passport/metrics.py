@@ -1,0 +1,297 @@
+"""Metric definitions and their computation from a run folder's Parquet files, nothing else.
+
+This module is the one place a metric is defined. Each id has a version, a unit and a one-line
+definition; `compute_results(run_dir)` recomputes every figure of a passport's `results` from
+`requests.parquet`, `chunks.parquet` and `telemetry.parquet` (or their `.parts/` folders, if a
+run was killed). It needs numpy and pyarrow only, so an auditor can run it without the load
+generator or an endpoint.
+
+Conventions:
+- Only requests with `phase == "measure"` count; warm-up requests never do.
+- Success = outcome `ok` or `truncated`; every other outcome is a failure.
+- Latencies are in seconds; success-only stats use successful requests that have the event;
+  failure-inclusive stats add each failed request as +infinity.
+- Each repetition's window runs from its first measured `sent_ns` to its last measured
+  `end_ns`; rates are per window, summarized over repetitions.
+- Percentiles: numpy's 'linear' method (Hyndman-Fan type 7). 95 % confidence intervals of
+  percentiles from binomial order statistics (exact, distribution-free).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+__all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "compute_results", "stat", "SUCCESS_OUTCOMES"]
+
+SUCCESS_OUTCOMES = ("ok", "truncated")
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """A metric id: `kind` is latency (per-request or per-gap samples), rate or level."""
+
+    id: str
+    version: int
+    unit: str
+    kind: str
+    definition: str
+    failure_inclusive: bool = False
+
+
+_DEFS = [
+    MetricDef("ttft.any", 1, "s", "latency",
+              "first chunk carrying a generated token of any kind (content, reasoning, tool call) "
+              "minus sent; role-only, empty and keep-alive events never count", True),
+    MetricDef("ttft.content", 1, "s", "latency", "first chunk carrying content text minus sent", True),
+    MetricDef("ttft.any.sched", 1, "s", "latency",
+              "ttft.any measured from the intended send time (coordinated-omission-aware)", True),
+    MetricDef("ttft.content.sched", 1, "s", "latency", "ttft.content measured from the intended send time", True),
+    MetricDef("itl.chunk", 1, "s", "latency",
+              "gaps between consecutive token-bearing chunks of a request, pooled over requests"),
+    MetricDef("tpot", 1, "s", "latency",
+              "(last token - first token) / (completion tokens - 1), per request with >= 2 tokens"),
+    MetricDef("e2e", 1, "s", "latency", "end (last byte) minus sent", True),
+    MetricDef("e2e.sched", 1, "s", "latency", "end minus intended send time", True),
+    MetricDef("dispatch_lag", 1, "s", "latency",
+              "sent minus intended: how late the harness sent (open loop: deadline; closed loop: "
+              "user free)"),
+    MetricDef("throughput.output_tokens_per_s", 1, "tokens/s", "rate",
+              "completion tokens of successful measured requests / window duration"),
+    MetricDef("throughput.total_tokens_per_s", 1, "tokens/s", "rate",
+              "prompt + completion tokens of successful measured requests / window duration"),
+    MetricDef("throughput.requests_per_s", 1, "requests/s", "rate",
+              "successful measured requests / window duration"),
+    MetricDef("concurrency", 1, "requests", "level",
+              "requests in flight (sent..end, any phase) over the window: mean is time-weighted, "
+              "max is the peak"),
+]
+METRICS: dict[str, MetricDef] = {d.id: d for d in _DEFS}
+
+_LATENCY_COLUMNS = {
+    "ttft.any": ("first_token_ns", "sent_ns"),
+    "ttft.content": ("first_content_ns", "sent_ns"),
+    "ttft.any.sched": ("first_token_ns", "intended_ns"),
+    "ttft.content.sched": ("first_content_ns", "intended_ns"),
+    "e2e": ("end_ns", "sent_ns"),
+    "e2e.sched": ("end_ns", "intended_ns"),
+    "dispatch_lag": ("sent_ns", "intended_ns"),
+}
+
+
+def load_table(run_dir: Path, name: str) -> pa.Table | None:
+    """`<name>.parquet`, or the parts of a killed run (`<name>.parts/`), or None if neither."""
+    path = Path(run_dir) / f"{name}.parquet"
+    if path.is_file():
+        return pq.read_table(path)
+    parts = Path(run_dir) / f"{name}.parts"
+    if parts.is_dir():
+        files = sorted(parts.glob("part-*.parquet"))
+        return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+    return None
+
+
+def _col(table: pa.Table, name: str) -> np.ndarray:
+    """A column as float64 with NaN for null (ns fit exactly below 2**53, i.e. 104 days)."""
+    column = table.column(name)
+    return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks (lo, hi) bracketing quantile q with >= `level` coverage, or None."""
+    if n < 2:
+        return None
+    k = np.arange(n + 1)
+    logpmf = (
+        np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
+        + k * math.log(q) + (n - k) * math.log1p(-q)
+    )
+    cdf = np.cumsum(np.exp(logpmf))
+    alpha = (1.0 - level) / 2.0
+    lo = int(np.searchsorted(cdf, alpha, side="left"))  # P(B < lo+1) >= alpha
+    hi = int(np.searchsorted(cdf, 1.0 - alpha, side="left")) + 1
+    if lo < 1 or hi > n:
+        return None
+    return lo - 1, hi - 1
+
+
+def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> dict[str, Any]:
+    """Summary of finite `samples` plus `n_failed` failures counted as +infinity."""
+    values = np.sort(samples[np.isfinite(samples)])
+    n = len(values) + n_failed
+    out: dict[str, Any] = {"n": int(n)}
+    if n_failed:
+        out["n_failed"] = int(n_failed)
+    if n == 0:
+        return out
+    full = np.concatenate([values, np.full(n_failed, np.inf)]) if n_failed else values
+    if not n_failed:
+        out["mean"] = float(values.mean())
+        out["std"] = float(values.std(ddof=1)) if n > 1 else 0.0
+        out["max"] = float(values[-1])
+    out["min"] = float(full[0]) if np.isfinite(full[0]) else None
+    for key, pct in PERCENTILES.items():
+        rank = pct / 100.0 * (n - 1)
+        upper = full[min(n - 1, math.ceil(rank))]
+        out[key] = float(np.percentile(full, pct)) if np.isfinite(upper) else None
+    if with_ci:
+        ci: dict[str, list[float] | None] = {}
+        for key in ("p50", "p90", "p95", "p99"):
+            ranks = _binomial_ci(n, PERCENTILES[key] / 100.0)
+            if ranks is None or not np.isfinite(full[ranks[1]]):
+                ci[key] = None
+            else:
+                ci[key] = [float(full[ranks[0]]), float(full[ranks[1]])]
+        out["ci95"] = ci
+    return out
+
+
+def _rate_stat(values: list[float]) -> dict[str, Any]:
+    arr = np.array(values, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    if not len(arr):
+        return {"n": 0}
+    return {"n": int(len(arr)), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
+            "min": float(arr.min()), "max": float(arr.max())}
+
+
+def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[float, int]:
+    """Time-weighted mean and max of overlapping [start, end) intervals within [lo, hi]."""
+    starts, ends = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    keep = ends > starts
+    times = np.concatenate([starts[keep], ends[keep]])
+    steps = np.concatenate([np.ones(keep.sum()), -np.ones(keep.sum())])
+    order = np.lexsort((steps, times))  # at equal times, ends (-1) before starts
+    times, steps = times[order], steps[order]
+    level = np.cumsum(steps)
+    if not len(times) or hi <= lo:
+        return 0.0, 0
+    area = float(np.sum(level[:-1] * np.diff(times)))
+    return area / (hi - lo), int(level.max())
+
+
+def compute_results(run_dir: Path) -> dict[str, Any]:
+    """Every figure of `results` (see Results in _model.py), recomputed from the raw files."""
+    run_dir = Path(run_dir)
+    requests = load_table(run_dir, "requests")
+    if requests is None:
+        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
+    chunks = load_table(run_dir, "chunks")
+    telemetry = load_table(run_dir, "telemetry")
+
+    outcome = np.array(requests.column("outcome").to_pylist(), dtype=object)
+    phase = np.array(requests.column("phase").to_pylist(), dtype=object)
+    rep = _col(requests, "repetition")
+    measured = phase == "measure"
+    success = np.isin(outcome, SUCCESS_OUTCOMES)
+    ok_m = measured & success
+    failed_m = measured & ~success
+    n_failed = int(failed_m.sum())
+
+    metrics: dict[str, Any] = {}
+    inclusive: dict[str, Any] = {}
+    for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items():
+        samples = (_col(requests, end_col) - _col(requests, start_col)) / 1e9
+        metrics[metric_id] = stat(samples[ok_m])
+        if METRICS[metric_id].failure_inclusive:
+            inclusive[metric_id] = stat(samples[ok_m], n_failed)
+
+    completion = _col(requests, "completion_tokens")
+    prompt = _col(requests, "prompt_tokens")
+    first_tok, last_tok = _col(requests, "first_token_ns"), _col(requests, "last_token_ns")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        tpot = np.where(completion > 1, (last_tok - first_tok) / (completion - 1) / 1e9, np.nan)
+    metrics["tpot"] = stat(tpot[ok_m])
+
+    itl = np.zeros(0)
+    if chunks is not None and chunks.num_rows:
+        rid_ok = _col(requests, "request_id")[ok_m]
+        c_rid = _col(chunks, "request_id")
+        mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
+        mask &= np.isin(c_rid, rid_ok)
+        c_rid, c_seq, c_t = c_rid[mask], _col(chunks, "seq")[mask], _col(chunks, "recv_ns")[mask]
+        order = np.lexsort((c_seq, c_rid))
+        c_rid, c_t = c_rid[order], c_t[order]
+        same = c_rid[1:] == c_rid[:-1]
+        itl = (np.diff(c_t)[same]) / 1e9
+    metrics["itl.chunk"] = stat(itl)
+
+    sent, end = _col(requests, "sent_ns"), _col(requests, "end_ns")
+    windows = []
+    rates: dict[str, list[float]] = {k: [] for k in ("throughput.output_tokens_per_s",
+                                                     "throughput.total_tokens_per_s",
+                                                     "throughput.requests_per_s")}
+    conc_means: list[float] = []
+    conc_max = 0
+    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
+        in_rep = rep == r
+        m = measured & in_rep & np.isfinite(sent)
+        if not m.any():
+            windows.append({"repetition": r, "start_ns": None, "end_ns": None, "duration_s": None,
+                            "measured_requests": 0})
+            continue
+        lo, hi = float(np.nanmin(sent[m])), float(np.nanmax(end[m]))
+        duration_s = (hi - lo) / 1e9
+        windows.append({"repetition": r, "start_ns": int(lo), "end_ns": int(hi), "duration_s": duration_s,
+                        "measured_requests": int((measured & in_rep).sum())})
+        good = ok_m & in_rep
+        if duration_s > 0:
+            rates["throughput.output_tokens_per_s"].append(float(np.nansum(completion[good])) / duration_s)
+            rates["throughput.total_tokens_per_s"].append(
+                float(np.nansum(completion[good]) + np.nansum(prompt[good])) / duration_s)
+            rates["throughput.requests_per_s"].append(float(good.sum()) / duration_s)
+        valid = in_rep & np.isfinite(sent) & np.isfinite(end)
+        mean_c, max_c = _time_weighted(sent[valid], end[valid], lo, hi)
+        conc_means.append(mean_c)
+        conc_max = max(conc_max, max_c)
+    for key, values in rates.items():
+        metrics[key] = _rate_stat(values)
+    metrics["concurrency"] = _rate_stat(conc_means)
+    if conc_means:
+        metrics["concurrency"]["max"] = float(conc_max)
+
+    outcomes = {str(k): int(v) for k, v in zip(*np.unique(outcome[measured].astype(str), return_counts=True))}
+
+    peak: dict[str, Any] = {"value_bytes": None, "source": None,
+                            "reason": "no engine process was launched by the harness, and server memory "
+                                      "telemetry is not collected yet"}
+    cpu_mean = cpu_max = lag_p99 = None
+    restarts = None
+    if telemetry is not None and telemetry.num_rows:
+        source = np.array(telemetry.column("source").to_pylist(), dtype=object)
+        name = np.array(telemetry.column("name").to_pylist(), dtype=object)
+        value = _col(telemetry, "value")
+        rss = value[(source == "engine") & (name == "rss_bytes")]
+        if len(rss):
+            peak = {"value_bytes": int(rss.max()), "source": "engine process tree RSS (psutil)", "reason": None}
+        if ((source == "engine") & (name == "launched")).any():
+            restarts = int(((source == "engine") & (name == "exit")).sum())
+        cpu = value[(source == "client") & (name == "cpu_share")]
+        if len(cpu):
+            cpu_mean, cpu_max = float(cpu.mean()), float(cpu.max())
+        lag = value[(source == "client") & (name == "loop_lag_ms")]
+        if len(lag):
+            lag_p99 = float(np.percentile(lag, 99))
+    dispatch_p99 = metrics["dispatch_lag"].get("p99")
+    return {
+        "metrics": metrics,
+        "metrics_failure_inclusive": inclusive,
+        "outcomes": outcomes,
+        "windows": windows,
+        "peak_memory": peak,
+        "engine_restarts": restarts,
+        "client": {
+            "cpu_share_mean": cpu_mean,
+            "cpu_share_max": cpu_max,
+            "loop_lag_p99_ms": lag_p99,
+            "dispatch_lag_p99_ms": None if dispatch_p99 is None else dispatch_p99 * 1000.0,
+        },
+    }

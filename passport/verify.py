@@ -1,0 +1,72 @@
+"""`passport verify RUN_DIR`: recompute a passport's results and check every file's hash.
+
+For auditors: it reads `passport.json` as plain JSON, checks the schema version and the sha256
+of every raw file it lists, recomputes `results` from the Parquet files with
+`passport.metrics` (numpy and pyarrow only; nothing from the load generator), and reports
+each difference. An empty list means "verified".
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from passport._identity import sha256_file
+from passport._model import SUPPORTED_SCHEMA_VERSIONS
+from passport.metrics import compute_results
+
+__all__ = ["verify_run", "diff_values"]
+
+
+def diff_values(expected: Any, actual: Any, path: str = "results") -> list[str]:
+    """Differences between two JSON-like values; floats equal within 1e-9 relative."""
+    if isinstance(expected, dict) and isinstance(actual, dict):
+        out: list[str] = []
+        for key in sorted(set(expected) | set(actual)):
+            if key not in actual:
+                if expected[key] is not None:
+                    out.append(f"{path}.{key}: in the passport ({expected[key]!r}) but not recomputed")
+            elif key not in expected:
+                if actual[key] is not None:
+                    out.append(f"{path}.{key}: recomputed as {actual[key]!r} but missing from the passport")
+            else:
+                out += diff_values(expected[key], actual[key], f"{path}.{key}")
+        return out
+    if isinstance(expected, list) and isinstance(actual, list):
+        if len(expected) != len(actual):
+            return [f"{path}: {len(expected)} items in the passport, {len(actual)} recomputed"]
+        return [d for i, (e, a) in enumerate(zip(expected, actual)) for d in diff_values(e, a, f"{path}[{i}]")]
+    if isinstance(expected, (int, float)) and isinstance(actual, (int, float)) and not isinstance(expected, bool):
+        if math.isclose(float(expected), float(actual), rel_tol=1e-9, abs_tol=1e-12):
+            return []
+    elif expected == actual:
+        return []
+    return [f"{path}: passport says {expected!r}, raw logs give {actual!r}"]
+
+
+def verify_run(run_dir: Path) -> list[str]:
+    """Every difference between the passport and what its raw files say (empty: verified)."""
+    run_dir = Path(run_dir)
+    path = run_dir / "passport.json"
+    try:
+        passport = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        return [f"cannot read {path}: {exc}"]
+    problems: list[str] = []
+    version = passport.get("schema_version")
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        return [f"schema_version {version!r} is not one this verifier knows ({', '.join(SUPPORTED_SCHEMA_VERSIONS)})"]
+    for name, entry in passport.get("files", {}).items():
+        file_path = run_dir / name
+        if not file_path.is_file():
+            problems.append(f"{name}: listed in the passport but missing")
+        elif sha256_file(file_path) != entry["sha256"]:
+            problems.append(f"{name}: sha256 differs from the passport (the file was changed)")
+    try:
+        recomputed = json.loads(json.dumps(compute_results(run_dir)))
+    except (OSError, KeyError, ValueError) as exc:
+        return problems + [f"cannot recompute results: {exc}"]
+    problems += diff_values(passport.get("results", {}), recomputed)
+    return problems

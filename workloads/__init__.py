@@ -1,0 +1,28 @@
+"""WHAT is sent: workload specs, length distributions, tokenizers and synthetic prompts.
+
+Yields a materialized, hashed request set (an Arrow table). It does not know endpoints, engines,
+arrival times or metrics, and imports nothing else of ours.
+"""
+
+from workloads._errors import TokenizerError, WorkloadError
+from workloads._lengths import LengthDist
+from workloads._requestset import REQUEST_SET_SCHEMA, RequestSet, materialize, table_sha256
+from workloads._spec import WorkloadSpec
+from workloads._synthetic import synthesize_prompt
+from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
+
+__all__ = [
+    "LengthDist",
+    "LoadedTokenizer",
+    "REQUEST_SET_SCHEMA",
+    "RequestSet",
+    "Tokenizer",
+    "TokenizerError",
+    "WorkloadError",
+    "WorkloadSpec",
+    "default_cache_dir",
+    "load_tokenizer",
+    "materialize",
+    "synthesize_prompt",
+    "table_sha256",
+]

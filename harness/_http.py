@@ -19,6 +19,7 @@ compression, no proxies, no HTTP/2.
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 import time
 from collections import deque
@@ -220,6 +221,20 @@ class _Connection(asyncio.Protocol):
         if self._transport is not None:
             self._transport.abort()
 
+    def looks_dead(self) -> bool:
+        """True if this idle connection cannot be reused: closed, or its socket is readable
+        (an idle keep-alive socket only becomes readable at EOF), as curl checks before reuse."""
+        if self.closed or self._transport is None or self._transport.is_closing():
+            return True
+        sock = self._transport.get_extra_info("socket")
+        if sock is None:
+            return False
+        try:
+            readable, _, _ = select.select([sock.fileno()], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)
+
 
 class HttpClient:
     """Keep-alive connections to one endpoint, one streamed exchange per connection at a time.
@@ -242,6 +257,10 @@ class HttpClient:
         self._max_idle = max(1, max_idle)
         self._tick_s = tick_s
         self._idle: deque[_Connection] = deque()
+        # Set once a reused connection dies before any response byte: the server closes
+        # connections it advertised as keep-alive (llama-server does after each stream), so
+        # every later request gets a fresh connection rather than racing the close.
+        self.reuse_disabled = False
         self._in_flight: set[Exchange] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._ssl: ssl.SSLContext | None = (
@@ -287,7 +306,7 @@ class HttpClient:
             self._idle.popleft().abort()
 
     def _release(self, conn: _Connection) -> None:
-        if len(self._idle) < self._max_idle and not conn.closed:
+        if not self.reuse_disabled and len(self._idle) < self._max_idle and not conn.closed:
             self._idle.append(conn)
         else:
             conn.abort()
@@ -327,7 +346,9 @@ class HttpClient:
         conn: _Connection | None = None
         while self._idle:
             candidate = self._idle.pop()
-            if not candidate.closed:
+            if candidate.looks_dead():
+                candidate.abort()
+            else:
                 conn = candidate
                 break
         if conn is None:
@@ -355,6 +376,11 @@ class HttpClient:
             ex.fail("run interrupted")
         finally:
             self._in_flight.discard(ex)
+        if not ex.new_connection and not ex.first_byte_ns and ex.error and not ex.interrupted \
+                and ex.timeout_kind is None:
+            self.reuse_disabled = True
+            while self._idle:
+                self._idle.popleft().abort()
         return ex
 
     async def _watch(self) -> None:

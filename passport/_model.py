@@ -138,8 +138,8 @@ class RuleResult(_Model):
 
     name: str
     status: RuleStatus
-    measured: float | str | None = None
-    threshold: float | str | None = None
+    measured: bool | int | float | str | None = None
+    threshold: bool | int | float | str | None = None
     message: str
     recommendation: str | None = None
 

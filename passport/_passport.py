@@ -36,7 +36,7 @@ from passport._model import (
 )
 from passport._report import render_markdown
 from passport._spec import RunSpec
-from passport._validity import RunFacts, count_outcomes, evaluate, verdict_of
+from passport._validity import RunFacts, count_outcomes, evaluate, offered_and_achieved_rates, verdict_of
 from passport.metrics import METRICS, compute_results, load_table
 from workloads import RequestSet
 
@@ -89,14 +89,13 @@ def assemble_passport(
         complete=complete,
         incomplete_reason=stop_reason or (None if complete else "not every repetition ran"),
         open_loop=spec.load.open_loop,
-        offered_rate_per_s=spec.load.rate_per_s,
         launched_engine=launched_engine,
         git_dirty=harness.git_dirty,
         exact_lengths=request_set.exact_lengths,
         canaries=canaries,
         forced=False,
     )
-    rules = evaluate(results, counts, facts, spec.validity)
+    rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests))
     verdict = verdict_of(rules, facts)
     pool_cycles = max((r.pool_cycles for r in repetitions), default=0)
     note = tokenizer_note

@@ -177,3 +177,4 @@ def load_tokenizer(source: str, cache_dir: Path | None = None) -> LoadedTokenize
     except Exception as exc:
         raise TokenizerError(f"transformers could not load the tokenizer in {folder}: {exc}") from exc
     return LoadedTokenizer(source, sha, True, _HFTokenizer(inner))
+

@@ -132,6 +132,7 @@ class EngineLauncher:
                 start_new_session=True, env=self._env(),
             )
         except OSError as exc:
+            self.stop()
             raise EngineLaunchError(
                 f"cannot start the engine ({' '.join(self.command)}): {exc}. Is the program "
                 "installed and on PATH? For llama-server run scripts/setup.sh"
@@ -142,6 +143,7 @@ class EngineLauncher:
                 code = self._proc.poll()
                 if code is not None:
                     self.exit_code = code
+                    self.stop()
                     raise EngineLaunchError(
                         f"the engine exited with code {code} before it was healthy. "
                         f"Last lines of {self.log_path}:\n{self.log_tail()}"

@@ -123,6 +123,16 @@ def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | Non
     return lo - 1, hi - 1
 
 
+def _percentile(sorted_values: np.ndarray, pct: float) -> float | None:
+    """Linear interpolation between order statistics (numpy 'linear'); None if it touches +inf."""
+    rank = pct / 100.0 * (len(sorted_values) - 1)
+    lo, hi = math.floor(rank), math.ceil(rank)
+    a, b = sorted_values[lo], sorted_values[hi]
+    if not np.isfinite(b if rank > lo else a):
+        return None
+    return float(a) if rank == lo else float(a + (b - a) * (rank - lo))
+
+
 def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> dict[str, Any]:
     """Summary of finite `samples` plus `n_failed` failures counted as +infinity."""
     values = np.sort(samples[np.isfinite(samples)])
@@ -133,15 +143,15 @@ def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> dict[s
     if n == 0:
         return out
     full = np.concatenate([values, np.full(n_failed, np.inf)]) if n_failed else values
-    if not n_failed:
+    if n_failed:  # the mean, spread and maximum of a set holding +inf are undefined
+        out.update(mean=None, std=None, max=None)
+    else:
         out["mean"] = float(values.mean())
         out["std"] = float(values.std(ddof=1)) if n > 1 else 0.0
         out["max"] = float(values[-1])
     out["min"] = float(full[0]) if np.isfinite(full[0]) else None
     for key, pct in PERCENTILES.items():
-        rank = pct / 100.0 * (n - 1)
-        upper = full[min(n - 1, math.ceil(rank))]
-        out[key] = float(np.percentile(full, pct)) if np.isfinite(upper) else None
+        out[key] = _percentile(full, pct)
     if with_ci:
         ci: dict[str, list[float] | None] = {}
         for key in ("p50", "p90", "p95", "p99"):

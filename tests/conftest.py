@@ -1,0 +1,94 @@
+"""Shared fixtures: the simulated engine in its own process, the CLI as a subprocess, and the
+real engine's cached artifacts (built by scripts/setup.sh)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from harness import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport"))
+GGUF = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"server exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=0.5).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"{url} not healthy within {timeout_s} s")
+
+
+SimFactory = Callable[..., str]
+
+
+@pytest.fixture
+def simulator() -> Iterator[SimFactory]:
+    """Start `python -m harness.simulator ARGS` in its own process; returns its /v1 base URL."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(*args: str) -> str:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "harness.simulator", "--port", str(port), *args],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        procs.append(proc)
+        _wait_healthy(f"http://127.0.0.1:{port}/health", proc)
+        return f"http://127.0.0.1:{port}/v1"
+
+    yield start
+    for proc in procs:
+        proc.terminate()
+        proc.wait(5)
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path) -> Callable[[dict[str, object]], Path]:
+    def write(data: dict[str, object], name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(data))
+        return path
+
+    return write
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+    """`passport ARGS` in a subprocess, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "passport.cli", *args], capture_output=True, text=True,
+                          timeout=timeout_s, env={**os.environ, **(env or {})}, cwd=REPO)
+
+
+def only_run_dir(out: Path) -> Path:
+    runs = [p for p in out.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]
+
+
+def closed_port() -> int:
+    """A loopback port with nothing listening."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def gguf_path() -> Path:
+    if not GGUF.is_file():
+        pytest.fail(f"{GGUF} is missing: run scripts/setup.sh (the README's test command does)")
+    return GGUF

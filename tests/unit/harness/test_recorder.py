@@ -1,0 +1,36 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from harness import TELEMETRY_SCHEMA, TableWriter, join_parts
+from passport.metrics import load_table
+
+
+def _row(i: int) -> dict[str, object]:
+    return {"t_ns": i, "source": "client", "name": "x", "value": float(i)}
+
+
+def test_flushed_parts_are_readable_before_close_as_after_a_kill(tmp_path: Path) -> None:
+    writer = TableWriter(tmp_path, "telemetry", TELEMETRY_SCHEMA, flush_rows=10)
+    for i in range(25):
+        writer.append_row(_row(i))
+    for future in writer._pending:  # the writer thread has written what was flushed
+        future.result()
+    # no close(): as if the process had been killed
+    table = load_table(tmp_path, "telemetry")
+    assert table is not None and table.column("t_ns").to_pylist() == list(range(20))
+    assert not (tmp_path / "telemetry.parquet").exists()
+    join_parts(tmp_path, "telemetry", TELEMETRY_SCHEMA)  # what `passport` does with them later
+    assert pq.read_table(tmp_path / "telemetry.parquet").num_rows == 20
+
+
+def test_close_joins_parts_into_one_file_with_row_groups(tmp_path: Path) -> None:
+    writer = TableWriter(tmp_path, "telemetry", TELEMETRY_SCHEMA, flush_rows=10)
+    for i in range(25):
+        writer.append_row(_row(i))
+    path = writer.close()
+    assert pq.read_table(path).column("t_ns").to_pylist() == list(range(25))
+    assert pq.ParquetFile(path).metadata.num_row_groups == 3
+    assert not (tmp_path / "telemetry.parts").exists()

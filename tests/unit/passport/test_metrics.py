@@ -1,0 +1,113 @@
+"""compute_results against hand-computed values on a tiny hand-written run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA
+from passport.metrics import compute_results, stat
+
+MS = 1_000_000
+
+
+def _requests() -> pa.Table:
+    # id, phase, outcome, intended, sent, first_token, first_content, last_token, end, completion, prompt
+    rows = [
+        (0, "warmup", "ok", 0, 0, 50, 50, 90, 100, 5, 10),
+        (1, "measure", "ok", 100, 100, 120, 130, 160, 200, 5, 10),
+        (2, "measure", "ok", 150, 160, 200, 200, 260, 300, 4, 20),
+        (3, "measure", "stream_error", 200, 200, None, None, None, 250, None, None),
+    ]
+    cols: dict[str, list[object]] = {f.name: [] for f in REQUESTS_SCHEMA}
+    for rid, phase, outcome, intended, sent, ft, fc, lt, end, comp, prompt in rows:
+        row = {"request_id": rid, "repetition": 0, "seq": rid, "phase": phase, "request_index": rid,
+               "intended_ns": intended * MS, "sent_ns": sent * MS, "first_token_ns": None if ft is None else ft * MS,
+               "first_content_ns": None if fc is None else fc * MS, "last_token_ns": None if lt is None else lt * MS,
+               "end_ns": end * MS, "outcome": outcome, "completion_tokens": comp, "prompt_tokens": prompt,
+               "max_tokens": 5, "max_tokens_is_target": True}
+        for key in cols:
+            cols[key].append(row.get(key))
+    return pa.table(cols, schema=REQUESTS_SCHEMA)
+
+
+def _chunks() -> pa.Table:
+    # request 1: token chunks at 120, 140, 160 (+ a non-token chunk at 125); request 2: 200, 230, 260
+    rows = [(1, 0, 120, True), (1, 1, 125, False), (1, 2, 140, True), (1, 3, 160, True),
+            (2, 0, 200, True), (2, 1, 230, True), (2, 2, 260, True), (0, 0, 50, True), (0, 1, 90, True)]
+    return pa.table({
+        "request_id": pa.array([r[0] for r in rows], pa.int64()),
+        "seq": pa.array([r[1] for r in rows], pa.int32()),
+        "recv_ns": pa.array([r[2] * MS for r in rows], pa.int64()),
+        "kind": pa.DictionaryArray.from_arrays(pa.array([1 if r[3] else 0 for r in rows], pa.int8()),
+                                               pa.array(["empty", "content"])),
+        "token_bearing": pa.array([r[3] for r in rows]),
+        "n_chars": pa.array([1] * len(rows), pa.int32()),
+        "event": pa.nulls(len(rows), pa.string()),
+        "data": pa.nulls(len(rows), pa.binary()),
+    }, schema=CHUNKS_SCHEMA)
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    pq.write_table(_requests(), tmp_path / "requests.parquet")
+    pq.write_table(_chunks(), tmp_path / "chunks.parquet")
+    pq.write_table(pa.table({"t_ns": [1, 2], "source": ["client", "engine"], "name": ["cpu_share", "rss_bytes"],
+                             "value": [0.25, 1e9]}, schema=TELEMETRY_SCHEMA), tmp_path / "telemetry.parquet")
+    return tmp_path
+
+
+def test_latencies_use_measured_successes_only(run_dir: Path) -> None:
+    m = compute_results(run_dir)["metrics"]
+    assert m["ttft.any"]["n"] == 2 and m["ttft.any"]["mean"] == pytest.approx(0.030)  # 20 ms and 40 ms
+    assert m["ttft.content"]["min"] == pytest.approx(0.030) and m["ttft.content"]["max"] == pytest.approx(0.040)
+    assert m["ttft.any.sched"]["max"] == pytest.approx(0.050)  # request 2 was intended at 150
+    assert m["e2e"]["p50"] == pytest.approx(0.120)  # 100 and 140 ms
+    assert m["dispatch_lag"]["max"] == pytest.approx(0.010)
+
+
+def test_itl_pools_gaps_between_token_chunks_within_each_request(run_dir: Path) -> None:
+    itl = compute_results(run_dir)["metrics"]["itl.chunk"]
+    assert itl["n"] == 4  # 20, 20 (the non-token chunk skipped) and 30, 30; warm-up excluded
+    assert itl["mean"] == pytest.approx(0.025) and itl["min"] == pytest.approx(0.020)
+
+
+def test_tpot_is_decode_time_over_tokens_after_the_first(run_dir: Path) -> None:
+    tpot = compute_results(run_dir)["metrics"]["tpot"]
+    assert sorted([tpot["min"], tpot["max"]]) == pytest.approx([0.010, 0.020])  # 40/4 and 60/3 ms
+
+
+def test_throughput_and_concurrency_over_the_window(run_dir: Path) -> None:
+    r = compute_results(run_dir)
+    w = r["windows"][0]
+    assert (w["start_ns"], w["end_ns"], w["measured_requests"]) == (100 * MS, 300 * MS, 3)
+    m = r["metrics"]
+    assert m["throughput.output_tokens_per_s"]["mean"] == pytest.approx(9 / 0.2)
+    assert m["throughput.total_tokens_per_s"]["mean"] == pytest.approx(39 / 0.2)
+    assert m["throughput.requests_per_s"]["mean"] == pytest.approx(2 / 0.2)
+    # in flight over [100, 300]: r1 100-200, r2 160-300, r3 200-250 -> area 100+140+50 = 290 ms
+    assert m["concurrency"]["mean"] == pytest.approx(290 / 200) and m["concurrency"]["max"] == 2
+
+
+def test_failure_inclusive_counts_failures_as_infinite(run_dir: Path) -> None:
+    fi = compute_results(run_dir)["metrics_failure_inclusive"]["ttft.any"]
+    assert fi["n"] == 3 and fi["n_failed"] == 1 and fi["mean"] is None
+    assert fi["p50"] == pytest.approx(0.040) and fi["p99"] is None
+
+
+def test_outcomes_peak_memory_and_client(run_dir: Path) -> None:
+    r = compute_results(run_dir)
+    assert r["outcomes"] == {"ok": 2, "stream_error": 1}
+    assert r["peak_memory"]["value_bytes"] == 1_000_000_000
+    assert r["client"]["cpu_share_max"] == 0.25
+
+
+def test_stat_percentiles_and_binomial_interval_match_hand_values() -> None:
+    s = stat(np.arange(1, 101, dtype=float))
+    assert (s["p50"], s["p90"], s["min"], s["max"]) == (50.5, pytest.approx(90.1), 1.0, 100.0)
+    assert s["ci95"]["p50"] == [40.0, 61.0]  # ranks 40 and 61 of 100 (exact binomial)
+    assert s["ci95"]["p99"] is None  # too few samples for a 95 % interval of p99

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from passport import SpecError, load_spec, parse_spec
+from passport._spec import parse_duration_s
+
+DESIGN = Path(__file__).resolve().parents[4] / "shared" / "DESIGN.md"
+CANONICAL = """
+name: chat-smoke
+endpoint:
+  base_url: http://127.0.0.1:8080/v1
+  api: chat
+  model: auto
+  api_key_env: null
+engine:
+  launch: "llama-server -m {model_path} --host 127.0.0.1 --port {port} --metrics"
+identity:
+  weights_format: Q4_K_M
+  kv_cache_dtype: f16
+workload:
+  tokenizer: auto
+  input_tokens: {dist: lognormal, mean: 512, sigma: 0.5, min: 16, max: 2048}
+  output_tokens: {dist: fixed, value: 128}
+decoding:
+  preset: instruct
+  temperature: 0.7
+load:
+  pattern: poisson
+  rate_per_s: 2.0
+  concurrency: 8
+  warmup: {requests: 4}
+  measure: {duration_s: 60}
+  repetitions: 1
+  seed: 42
+prefix_cache: cold
+canaries: default
+slo: {ttft.any.p99: 2s, tpot.p99: 200ms}
+validity: {max_error_rate: 0.01, max_dispatch_lag_p99_ms: 10}
+"""
+
+
+def test_the_canonical_design_example_parses(tmp_path: Path) -> None:
+    text = CANONICAL
+    if DESIGN.is_file():  # keep in step with the design document when it is beside the repo
+        block = re.search(r"```yaml\n(name: chat-smoke.*?)```", DESIGN.read_text(), re.S)
+        assert block is not None
+        text = block.group(1)
+    path = tmp_path / "spec.yaml"
+    path.write_text(text)
+    spec, raw = load_spec(path)
+    assert spec.load.rate_per_s == 2.0 and spec.workload.input_tokens.mean == 512
+    assert raw["slo"] == {"ttft.any.p99": "2s", "tpot.p99": "200ms"}
+
+
+def test_a_three_line_spec_runs_on_defaults() -> None:
+    spec = parse_spec({"endpoint": {"base_url": "http://h/v1"}, "load": {"pattern": "closed", "concurrency": 1}})
+    assert spec.endpoint.api == "chat" and spec.workload.tokenizer == "auto"
+    assert spec.load.measure.duration_s == 60 and spec.validity.max_error_rate == 0.01
+
+
+def test_unknown_field_names_the_field_and_suggests_the_fix() -> None:
+    with pytest.raises(SpecError) as err:
+        parse_spec({"endpoint": {"base_url": "x", "api_kye_env": "K"}, "load": {"pattern": "closed", "concurrency": 1}},
+                   "bad.yaml")
+    assert str(err.value) == "invalid spec bad.yaml:\n  endpoint.api_kye_env: unknown field; did you mean 'api_key_env'?"
+
+
+def test_wrong_type_names_the_field_and_value() -> None:
+    with pytest.raises(SpecError, match=r"load.rate_per_s: Input should be a valid number.*\(got 'fast'\)"):
+        parse_spec({"endpoint": {"base_url": "x"}, "load": {"pattern": "poisson", "rate_per_s": "fast"}})
+
+
+def test_open_loop_without_rate_says_how_to_fix() -> None:
+    with pytest.raises(SpecError, match="needs load.rate_per_s > 0; for a fixed number of users set load.pattern: closed"):
+        parse_spec({"endpoint": {"base_url": "x"}, "load": {"pattern": "poisson"}})
+
+
+def test_missing_endpoint_and_engine_is_an_error() -> None:
+    with pytest.raises(SpecError, match="endpoint.base_url is required"):
+        parse_spec({"load": {"pattern": "closed", "concurrency": 1}})
+
+
+def test_yaml_errors_and_missing_files_are_spec_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("load: [unclosed")
+    with pytest.raises(SpecError, match="not valid YAML"):
+        load_spec(bad)
+    with pytest.raises(SpecError, match="cannot read spec"):
+        load_spec(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("text,seconds", [("2s", 2.0), ("200ms", 0.2), ("150us", 150e-6), ("1m", 60.0), (0.5, 0.5)])
+def test_durations(text: str | float, seconds: float) -> None:
+    assert parse_duration_s(text) == pytest.approx(seconds)

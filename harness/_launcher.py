@@ -166,7 +166,7 @@ class EngineLauncher:
             root = psutil.Process(self._proc.pid)
         except psutil.Error:
             return
-        while not self._stopping.wait(self._sample_s):
+        while True:
             if self._proc.poll() is not None:
                 if not self._stopping.is_set():
                     self.unexpected_exits += 1
@@ -180,11 +180,13 @@ class EngineLauncher:
                     except psutil.Error:
                         pass
             except psutil.Error:
-                continue
+                pass
             with self._lock:
                 self._samples.append((time.perf_counter_ns(), float(rss)))
                 if self.peak_rss_bytes is None or rss > self.peak_rss_bytes:
                     self.peak_rss_bytes = rss
+            if self._stopping.wait(self._sample_s):
+                return
 
     def drain_samples(self) -> list[tuple[int, float]]:
         """RSS samples (perf_counter_ns, bytes) taken since the last call."""
@@ -192,6 +194,11 @@ class EngineLauncher:
             out = list(self._samples)
             self._samples.clear()
         return out
+
+    @property
+    def returncode(self) -> int | None:
+        """The process's exit status, None while it runs (or before start)."""
+        return None if self._proc is None else self._proc.poll()
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.poll() is None

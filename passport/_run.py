@@ -170,6 +170,20 @@ async def _timed_phase(
                     record_text=spec.record_text, count_tokens=(lambda s: len(count(s))) if count else None,
                     progress=progress)
 
+    engine_exit_seen: list[bool] = []
+
+    def note_engine_exit() -> None:
+        """Record the launched engine's exit once, as the first reason the run stopped."""
+        assert launcher is not None
+        if engine_exit_seen:
+            return
+        engine_exit_seen.append(True)
+        code = launcher.exit_code if launcher.exit_code is not None else launcher.returncode
+        telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "exit",
+                                "value": float(code if code is not None else -1)})
+        reason.insert(0, f"the launched engine exited (code {code}); see engine.log")
+        stop.set()
+
     async def watch_engine() -> None:
         assert launcher is not None
         telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "launched",
@@ -178,10 +192,7 @@ async def _timed_phase(
             for t_ns, rss in launcher.drain_samples():
                 telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
             if not launcher.alive():
-                telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "exit",
-                                        "value": float(launcher._proc.returncode if launcher._proc else -1)})
-                reason.append(f"the launched engine exited (code {launcher.exit_code}); see engine.log")
-                stop.set()
+                note_engine_exit()
                 return
             await asyncio.sleep(0.5)
 
@@ -202,6 +213,8 @@ async def _timed_phase(
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         if launcher is not None:
+            if not launcher.alive():
+                note_engine_exit()
             for t_ns, rss in launcher.drain_samples():
                 telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
         await client.aclose()

@@ -56,6 +56,8 @@ def simulator() -> Iterator[SimFactory]:
     for proc in procs:
         proc.terminate()
         proc.wait(5)
+        if proc.stderr is not None:
+            proc.stderr.close()
 
 
 @pytest.fixture

@@ -1,0 +1,227 @@
+"""Bad input and faults, each through the CLI as a user meets them."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from passport.metrics import load_table
+from tests.conftest import REPO, SimFactory, closed_port, only_run_dir, run_cli
+
+WriteSpec = Callable[..., Path]
+SMALL = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
+         "output_tokens": {"dist": "fixed", "value": 8}}
+
+
+def _spec(url: str, load: dict[str, object], **extra: object) -> dict[str, object]:
+    return {"name": "faults", "endpoint": {"base_url": url}, "workload": SMALL, "load": load, **extra}
+
+
+def _expected_faults(faults: dict[str, int], n: int) -> dict[str, int]:
+    """The simulator's rule: request k (1-based) gets the first listed fault whose period divides k."""
+    counts = {kind: 0 for kind in faults}
+    for k in range(1, n + 1):
+        for kind, every in faults.items():
+            if k % every == 0:
+                counts[kind] += 1
+                break
+    return counts
+
+
+def test_each_fault_lands_in_its_outcome_class_and_the_run_goes_on(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    faults = {"disconnect": 5, "reject": 7, "http500": 11, "malformed": 13, "error_event": 17}
+    url = simulator("--ttft-ms", "5", "--itl-ms", "1", *[a for k, v in faults.items() for a in ("--fault", f"{k}:{v}")])
+    n = 120
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 1, "measure": {"requests": n}}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 1  # error rate above 1 %: INVALID, not a crash
+    assert "Result is: INVALID" in result.stdout and "FAIL: error_rate" in result.stdout
+    run = only_run_dir(tmp_path / "out")
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    expected = _expected_faults(faults, n)
+    assert len(requests) == n
+    assert (requests.outcome == "rejected").sum() == expected["reject"]
+    assert (requests.outcome == "http_error").sum() == expected["http500"]
+    assert (requests.outcome == "stream_error").sum() == expected["disconnect"] + expected["malformed"] + expected["error_event"]
+    assert (requests.outcome == "ok").sum() == n - sum(expected.values())
+    rejected = requests[requests.outcome == "rejected"]
+    assert (rejected.retry_after == "1").all() and (rejected.http_status == 429).all()
+    http = requests[requests.outcome == "http_error"]
+    assert http.error.str.contains("HTTP 500: .*simulated failure").all()
+    errors = requests[requests.outcome == "stream_error"].error
+    assert errors.str.contains("server closed the connection after").sum() == expected["disconnect"]
+    assert errors.str.contains("malformed event").sum() == expected["malformed"]
+    assert errors.str.contains("error event: simulated mid-stream failure").sum() == expected["error_event"]
+    passport = json.loads((run / "passport.json").read_text())
+    counts = passport["validity"]["counts"]
+    assert counts["rejections"] == expected["reject"] and counts["http_errors"] == expected["http500"]
+    assert passport["results"]["metrics_failure_inclusive"]["ttft.any"]["n_failed"] == sum(expected.values())
+
+
+def test_stalled_stream_is_a_stall_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "1", "--fault", "stall:2", "--stall-s", "3")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 4}},
+                            timeouts={"stall_s": 0.3}, validity={"max_error_rate": 1.0}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stderr
+    requests = pq.read_table(only_run_dir(tmp_path / "out") / "requests.parquet").to_pandas()
+    stalled = requests[requests.outcome == "timeout"]
+    assert len(stalled) == 2 and (stalled.timeout_kind == "stall").all()
+    assert ((stalled.end_ns - stalled.first_byte_ns) / 1e9 < 2.0).all()  # cut at ~0.3 s, not after the 3 s stall
+
+
+def test_unreachable_endpoint_fails_before_timing_and_writes_nothing(write_spec: WriteSpec, tmp_path: Path) -> None:
+    spec = write_spec(_spec(f"http://127.0.0.1:{closed_port()}/v1", {"pattern": "closed", "concurrency": 1}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines()[-1].startswith("ERROR: cannot reach http://127.0.0.1:")
+    assert "Is the server running" in result.stderr
+    assert not any((tmp_path / "out").iterdir())
+
+
+def test_bad_spec_names_the_field_and_writes_nothing(write_spec: WriteSpec, tmp_path: Path) -> None:
+    spec = write_spec({"endpoint": {"base_url": "http://x/v1"}, "load": {"pattern": "closed", "concurency": 2}})
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and result.stdout == ""
+    assert "load.concurency: unknown field; did you mean 'concurrency'?" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    secret = "sk-passport-test-7f3a9c1e5b"
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 6}}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--api-key-env", "MY_KEY",
+                     env={"MY_KEY": secret})
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    for path in run.iterdir():
+        assert secret.encode() not in path.read_bytes(), path
+        if path.suffix == ".parquet":  # compressed pages could hide it: look at the decoded values too
+            assert secret not in str(pq.read_table(path).to_pylist()), path
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["protocol"]["overrides"] == [{"field": "endpoint.api_key_env", "value": "MY_KEY",
+                                                  "source": "--api-key-env"}]
+
+
+def test_missing_api_key_variable_is_a_clear_error(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    spec = write_spec(_spec("http://127.0.0.1:9/v1", {"pattern": "closed", "concurrency": 1}))
+    env = {k: v for k, v in os.environ.items() if k != "NOT_SET_KEY"}
+    result = subprocess.run([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "o"),
+                             "--api-key-env", "NOT_SET_KEY"], capture_output=True, text=True, env=env, cwd=REPO)
+    assert result.returncode == 2
+    assert "'NOT_SET_KEY', which is not set; export NOT_SET_KEY=<your key>" in result.stderr
+
+
+def _start_long_run(url: str, write_spec: WriteSpec, out: Path) -> subprocess.Popen[str]:
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "measure": {"duration_s": 60}}))
+    return subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+
+
+def _wait_for_rows(out: Path, timeout_s: float = 20.0) -> Path:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        runs = [p for p in out.iterdir()] if out.exists() else []
+        if runs and list((runs[0] / "requests.parts").glob("part-*.parquet")):
+            return runs[0]
+        time.sleep(0.1)
+    raise AssertionError("no rows were flushed")
+
+
+def test_ctrl_c_flushes_files_and_writes_an_incomplete_passport(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "5")
+    proc = _start_long_run(url, write_spec, tmp_path / "out")
+    run = _wait_for_rows(tmp_path / "out")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 1, stderr
+    assert "Result is: INCOMPLETE" in stdout
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["verdict"] == "INCOMPLETE" and passport["validity"]["complete"] is False
+    assert passport["validity"]["incomplete_reason"] == "interrupted by SIGINT"
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(requests) > 0 and not (run / "requests.parts").exists()
+    assert run_cli("verify", str(run)).returncode == 0
+
+
+def test_killed_run_leaves_readable_parts(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "5")
+    proc = _start_long_run(url, write_spec, tmp_path / "out")
+    run = _wait_for_rows(tmp_path / "out")
+    proc.kill()
+    proc.communicate(timeout=10)
+    table = load_table(run, "requests")
+    assert table is not None and table.num_rows > 0
+    assert set(table.column("outcome").to_pylist()) == {"ok"}
+
+
+def test_server_that_dies_mid_run_stops_the_run_with_a_reason(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    port_url = simulator("--ttft-ms", "5", "--itl-ms", "5")
+    proc = _start_long_run(port_url, write_spec, tmp_path / "out")
+    run = _wait_for_rows(tmp_path / "out")
+    port = int(port_url.rsplit(":", 1)[1].split("/")[0])
+    subprocess.run(["pkill", "-f", f"harness.simulator --port {port}"], check=False)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["verdict"] == "INCOMPLETE"
+    assert "connection attempts in a row failed" in passport["validity"]["incomplete_reason"]
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert (requests.outcome == "ok").sum() > 0 and (requests.outcome == "stream_error").sum() >= 20
+
+
+def test_verify_catches_a_tampered_row_and_an_edited_figure(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "1")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 10}}))
+    assert run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet").returncode == 0
+    run = only_run_dir(tmp_path / "out")
+    assert run_cli("verify", str(run)).stdout.startswith("verified")
+    passport_path = run / "passport.json"
+    original = passport_path.read_text()
+    edited = json.loads(original)
+    edited["results"]["metrics"]["ttft.any"]["p99"] *= 0.5
+    passport_path.write_text(json.dumps(edited))
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "results.metrics.ttft.any.p99: passport says" in result.stdout
+    passport_path.write_text(original)
+    table = pq.read_table(run / "requests.parquet")
+    end = table.column("end_ns").to_pylist()
+    end[3] += 5_000_000_000
+    pq.write_table(table.set_column(table.schema.get_field_index("end_ns"), "end_ns",
+                                    __import__("pyarrow").array(end)), run / "requests.parquet")
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1
+    assert "requests.parquet: sha256 differs" in result.stdout and "results.metrics.e2e" in result.stdout
+
+
+@pytest.mark.parametrize("pattern", ["constant", "poisson", "gamma"])
+def test_open_loop_runs_are_valid_for_every_pattern(
+    pattern: str, simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    spec = write_spec(_spec(url, {"pattern": pattern, "rate_per_s": 40, "burstiness": 0.5,
+                                  "warmup": {"requests": 4}, "measure": {"duration_s": 1.5}}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    passport = json.loads((only_run_dir(tmp_path / "out") / "passport.json").read_text())
+    assert passport["validity"]["counts"]["measured"] == passport["protocol"]["schedule"]["n_scheduled"] - 4
+    assert passport["results"]["client"]["dispatch_lag_p99_ms"] < 10

@@ -5,7 +5,8 @@
 SGLang, TGI and llama.cpp; in the finish chunk on `/completions` and on HF-serve).
 
 `summarize` runs once per request, after its last byte, over the raw events the SSE parser
-kept: it parses each payload with orjson, classifies it, and derives first-token times, the
+kept: it decodes them all with one msgspec call (a JSON array of the payloads, into structs that
+hold only the fields we read), classifies each, and derives first-token times, the
 finish reason, usage, the text, and the outcome class. Parsing here rather than per read keeps
 the receive path bare. Engine variations handled (engines.md §5): the reasoning field as
 `reasoning` or `reasoning_content`; streamed or whole-call `tool_calls`; `{"error": ...}` data
@@ -29,6 +30,7 @@ from array import array
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import msgspec
 import orjson
 
 from harness._sse import SSEParser
@@ -62,7 +64,6 @@ class ChunkKind:
 
 
 CHUNK_KINDS = ("empty", "content", "reasoning", "tool_call", "usage", "error", "done", "malformed")
-_TOKEN_KINDS = (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL)
 
 
 def build_body(
@@ -115,24 +116,24 @@ def _usage(summary: StreamSummary, usage: dict[str, Any]) -> None:
     summary.cached_tokens = prompt_details.get("cached_tokens")
 
 
-def _tool_calls(summary: StreamSummary, deltas: list[dict[str, Any]]) -> int:
-    """Merge tool-call deltas (fragments or whole calls); returns argument characters added."""
+def _tool_calls(summary: StreamSummary, deltas: list[_ToolCall]) -> int:
+    """Merge tool-call deltas (fragments or whole calls); returns characters added."""
     added = 0
     for delta in deltas:
-        index = delta.get("index", len(summary.tool_calls))
+        index = delta.index if delta.index is not None else len(summary.tool_calls)
         while len(summary.tool_calls) <= index:
             summary.tool_calls.append({"id": None, "name": "", "arguments": ""})
         call = summary.tool_calls[index]
-        if delta.get("id"):
-            call["id"] = delta["id"]
-        function = delta.get("function") or {}
-        if function.get("name"):
-            call["name"] += function["name"]
-            added += len(function["name"])
-        arguments = function.get("arguments")
-        if arguments:
-            call["arguments"] += arguments
-            added += len(arguments)
+        if delta.id:
+            call["id"] = delta.id
+        function = delta.function
+        if function is not None:
+            if function.name:
+                call["name"] += function.name
+                added += len(function.name)
+            if function.arguments:
+                call["arguments"] += function.arguments
+                added += len(function.arguments)
     return added
 
 
@@ -142,69 +143,137 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
+class _Function(msgspec.Struct):
+    name: str | None = None
+    arguments: str | None = None
+
+
+class _ToolCall(msgspec.Struct):
+    index: int | None = None
+    id: str | None = None
+    function: _Function | None = None
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+    reasoning_content: str | None = None
+    reasoning: str | None = None
+    tool_calls: list[_ToolCall] | None = None
+
+
+class _Choice(msgspec.Struct):
+    delta: _Delta | None = None
+    text: str | None = None
+    finish_reason: str | None = None
+
+
+class _Chunk(msgspec.Struct):
+    """The fields of a stream chunk we read; msgspec skips every other field unallocated
+    (`id`, `model`, `created`, llama.cpp's `timings`...), which is most of the decoding cost."""
+
+    choices: list[_Choice] | None = None
+    usage: dict[str, Any] | None = None
+    error: Any = None
+
+
+_DECODE_ALL = msgspec.json.Decoder(list[_Chunk | str])
+_DECODE_ONE = msgspec.json.Decoder(_Chunk | str)
+
+
+def _parse_all(sse: SSEParser) -> list[Any]:
+    """Every event decoded: one call over a JSON array in the common case; event by event
+    (undecodable ones become None) when any event is malformed or of an unexpected shape."""
+    array_bytes = sse.json_array()
+    n = len(sse)
+    if array_bytes is not None:
+        try:
+            parsed = _DECODE_ALL.decode(array_bytes)
+            if len(parsed) == n:
+                return parsed
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass
+    out: list[Any] = []
+    for payload in sse.payloads:
+        if payload == b"[DONE]":
+            out.append("[DONE]")
+            continue
+        try:
+            out.append(_DECODE_ONE.decode(payload))
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            out.append(None)
+    return out
+
+
 def summarize(sse: SSEParser, api: Api) -> StreamSummary:
     """Classify every event of a finished stream and derive the request-level fields."""
     s = StreamSummary()
     content_parts: list[str] = []
     reasoning_parts: list[str] = []
-    payload, offsets = sse.payload, sse.offsets
-    for i in range(len(sse)):
-        raw = payload[offsets[i] : offsets[i + 1]]
+    kinds: list[int] = []
+    n_chars: list[int] = []
+    chat = api == "chat"
+    first_token = first_content = last_token = None
+    n_token = 0
+    for i, obj in enumerate(_parse_all(sse)):
         kind, chars = ChunkKind.EMPTY, 0
-        if raw == b"[DONE]":
-            kind = ChunkKind.DONE
-        else:
-            try:
-                obj = orjson.loads(raw)
-            except orjson.JSONDecodeError:
-                obj = None
-            if not isinstance(obj, dict):
+        if type(obj) is not _Chunk:
+            if obj == "[DONE]":
+                kind = ChunkKind.DONE
+            else:
                 kind = ChunkKind.MALFORMED
                 if s.error is None:
-                    s.error = f"malformed event {i}: {bytes(raw[:120])!r}"
-            elif "error" in obj:
-                kind = ChunkKind.ERROR
-                if s.error is None:
-                    s.error = f"error event: {_error_text(obj['error'])}"
+                    s.error = f"malformed event {i}: {sse.payloads[i][:120]!r}"
+        elif obj.error is not None:
+            kind = ChunkKind.ERROR
+            if s.error is None:
+                s.error = f"error event: {_error_text(obj.error)}"
+        else:
+            choices = obj.choices
+            if obj.usage:
+                _usage(s, obj.usage)
+            if not choices:
+                if obj.usage:
+                    kind = ChunkKind.USAGE
             else:
-                usage = obj.get("usage")
-                if usage:
-                    _usage(s, usage)
-                choices = obj.get("choices") or []
-                if not choices:
-                    kind = ChunkKind.USAGE if usage else ChunkKind.EMPTY
-                else:
-                    choice = choices[0]
-                    if choice.get("finish_reason"):
-                        s.finish_reason = choice["finish_reason"]
-                    if api == "chat":
-                        delta = choice.get("delta") or {}
-                        text = delta.get("content")
-                        thought = delta.get("reasoning_content") or delta.get("reasoning")
-                        calls = delta.get("tool_calls")
+                choice = choices[0]
+                if choice.finish_reason:
+                    s.finish_reason = choice.finish_reason
+                thought = None
+                calls = None
+                if chat:
+                    delta = choice.delta
+                    if delta is not None:
+                        text = delta.content
+                        thought = delta.reasoning_content or delta.reasoning
+                        calls = delta.tool_calls
                     else:
-                        text, thought, calls = choice.get("text"), None, None
-                    if text:
-                        kind, chars = ChunkKind.CONTENT, len(text)
-                        content_parts.append(text)
-                    if thought:
-                        if not text:
-                            kind = ChunkKind.REASONING
-                        chars += len(thought)
-                        reasoning_parts.append(thought)
-                    if calls:
-                        added = _tool_calls(s, calls)
-                        if added and not text and not thought:
-                            kind, chars = ChunkKind.TOOL_CALL, added
-        s.kinds.append(kind)
-        s.n_chars.append(chars)
-        if kind in _TOKEN_KINDS:
-            if s.first_token is None:
-                s.first_token = i
-            s.last_token = i
-            s.n_token_chunks += 1
-            if kind == ChunkKind.CONTENT and s.first_content is None:
-                s.first_content = i
+                        text = None
+                else:
+                    text = choice.text
+                if text:
+                    kind, chars = ChunkKind.CONTENT, len(text)
+                    content_parts.append(text)
+                if thought:
+                    if not text:
+                        kind = ChunkKind.REASONING
+                    chars += len(thought)
+                    reasoning_parts.append(thought)
+                if calls:
+                    added = _tool_calls(s, calls)
+                    if added and not text and not thought:
+                        kind, chars = ChunkKind.TOOL_CALL, added
+                if kind:  # CONTENT, REASONING or TOOL_CALL
+                    if first_token is None:
+                        first_token = i
+                    last_token = i
+                    n_token += 1
+                    if kind == ChunkKind.CONTENT and first_content is None:
+                        first_content = i
+        kinds.append(kind)
+        n_chars.append(chars)
+    s.kinds = array("b", kinds)
+    s.n_chars = array("i", n_chars)
+    s.first_token, s.first_content, s.last_token, s.n_token_chunks = first_token, first_content, last_token, n_token
     s.content = "".join(content_parts)
     s.reasoning = "".join(reasoning_parts)
     return s

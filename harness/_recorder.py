@@ -195,8 +195,10 @@ class TableWriter:
 
     @staticmethod
     def _write(table: pa.Table, path: Path) -> None:
+        # Parts are uncompressed: compressing costs CPU while the run streams, and close()
+        # rewrites them compressed once the timing is over.
         tmp = path.with_suffix(".tmp")
-        pq.write_table(table, tmp, compression="zstd")
+        pq.write_table(table, tmp, compression="none")
         tmp.replace(path)  # a part is either whole or absent
 
     def close(self) -> Path:

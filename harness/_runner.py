@@ -220,9 +220,9 @@ class Runner:
             )
             if summary is not None:
                 row.update(
-                    first_token_ns=None if summary.first_token is None else times[summary.first_token] - t0,
-                    first_content_ns=None if summary.first_content is None else times[summary.first_content] - t0,
-                    last_token_ns=None if summary.last_token is None else times[summary.last_token] - t0,
+                    first_token_ns=None if summary.first_token is None else int(times[summary.first_token]) - t0,
+                    first_content_ns=None if summary.first_content is None else int(times[summary.first_content]) - t0,
+                    last_token_ns=None if summary.last_token is None else int(times[summary.last_token]) - t0,
                     finish_reason=summary.finish_reason,
                     prompt_tokens=summary.prompt_tokens,
                     completion_tokens=summary.completion_tokens,
@@ -265,16 +265,9 @@ class Runner:
         sse = ex.sse
         n = len(sse)
         kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
-        recv = np.frombuffer(sse.times_ns, dtype=np.int64) - self._t0 if n else np.zeros(0, np.int64)
+        recv = sse.times_ns - self._t0
         events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else None
-        data: pa.Array
-        if self._full_text:
-            offsets = np.frombuffer(sse.offsets, dtype=np.int64)
-            data = pa.LargeBinaryArray.from_buffers(
-                pa.large_binary(), n, [None, pa.py_buffer(offsets), pa.py_buffer(bytes(sse.payload))]
-            ).cast(pa.binary())
-        else:
-            data = pa.nulls(n, pa.binary())
+        data = sse.data_column() if self._full_text else pa.nulls(n, pa.binary())
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(np.full(n, rid, dtype=np.int64)),

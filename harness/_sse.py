@@ -1,89 +1,215 @@
-"""Incremental Server-Sent Events parser for the timed path.
+"""Server-Sent Events for the timed path: record on receive, split once at the end.
 
-`SSEParser.feed(body_bytes, t_ns)` splits a response body into events as bytes arrive and
-records, per event, the receive time of the read that completed it and its `data` payload.
-Nothing is decoded or parsed here: payloads go into one bytearray with an offsets array, times
-into an `array('q')`, so the per-chunk cost is a few slices and appends, with no per-event
-Python objects beyond the payload slice (lists of per-chunk objects caused 17-54 ms GC pauses).
+`SSEParser.feed(body_bytes, t_ns)` runs inside `data_received`, so it does only what a bare
+timestamping reader does: append the bytes to one bytearray and note, per read, the receive
+time and the offset where the read ended (two `array('q')` appends; lists of per-chunk objects
+caused 17-54 ms GC pauses). Events are split when first asked for, after the stream ends, and
+in the common case without a Python step per event: numpy finds the blank lines, one
+`replace` turns the body into a JSON array for the decoder, and Arrow slices the payloads out
+of the body without copying. Each event is timed at the read that delivered its last byte
+(`numpy.searchsorted` over the read ends): exactly the time an incremental parser would give.
 
-Handles: LF or CRLF line ends (also a CRLF split across reads), events split anywhere across
-reads (inside a UTF-8 character too: bytes are never decoded here), multi-line `data:` (joined
-with LF, as the SSE spec says), comment lines (`: keep-alive`) and events without data, which
-are dropped, and an optional `event:` name (kept for the rare event that has one). A lone CR as
-a line end (allowed by the spec, sent by no engine we know) is not supported.
+Handles: LF or CRLF line ends (a CRLF stream, which no engine we know sends, is replayed read
+by read through an incremental splitter, so a CRLF split across reads is fine), events split
+anywhere across reads (inside a UTF-8 character too: bytes are never decoded here), multi-line
+`data:` (joined with LF, as the SSE spec says), comment lines (`: keep-alive`) and events
+without data, which are dropped, and an optional `event:` name. A lone CR as a line end
+(allowed by the spec, sent by no engine we know) is not supported.
 """
 
 from __future__ import annotations
 
 from array import array
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 __all__ = ["SSEParser"]
 
 
 class SSEParser:
-    """Split a byte stream into SSE events; see the module docstring."""
+    """Collect a streamed body; split it into SSE events on demand (see the module docstring).
 
-    __slots__ = ("_pending", "times_ns", "offsets", "payload", "event_names", "done")
+    After splitting: `times_ns[i]` is event i's receive time, `payloads[i]` its data, `event_names` maps the few events that had an `event:` field to it, and `done`
+    says whether `[DONE]` was seen.
+    """
+
+    __slots__ = ("_body", "_read_ends", "_read_times", "_split", "_frozen", "times_ns", "_payloads", "_ends",
+                 "event_names", "_done", "_leftover")
 
     def __init__(self) -> None:
-        self._pending = b""
-        self.times_ns = array("q")
-        # offsets[i]..offsets[i+1] delimit event i's data in payload; offsets[0] == 0.
-        self.offsets = array("q", [0])
-        self.payload = bytearray()
+        self._body = bytearray()
+        self._read_ends = array("q")
+        self._read_times = array("q")
+        self._split = False
+
+    def feed(self, chunk: bytes, t_ns: int) -> None:
+        """Consume body bytes received at `t_ns` (the hot path: appends only)."""
+        self._body += chunk
+        if self._read_times and self._read_times[-1] == t_ns:
+            self._read_ends[-1] = len(self._body)
+        else:
+            self._read_times.append(t_ns)
+            self._read_ends.append(len(self._body))
+        self._split = False
+
+    # -- splitting ----------------------------------------------------------------------------
+    def _ensure_split(self) -> None:
+        if self._split:
+            return
+        self._split = True
         self.event_names: dict[int, str] = {}
-        self.done = False
+        body = self._frozen = bytes(self._body)
+        ends = _single_line_event_ends(body)
+        if ends is not None:  # the common case: no per-event Python work at all
+            self._ends = ends
+            self._payloads: list[bytes] | None = None
+            self._leftover = b""
+            n = len(ends)
+            self._done = n > 0 and body.endswith(b"data: [DONE]\n\n")
+        else:
+            if b"\r" in body:
+                payloads, ends_list, names, leftover = _split_incremental(body, self._read_ends)
+            else:
+                payloads, ends_list, names, leftover = _split_lf(body)
+            self._ends = None
+            self._payloads = payloads
+            self.event_names = names
+            self._leftover = leftover
+            self._done = b"[DONE]" in payloads[-2:]
+            ends = np.array(ends_list, dtype=np.int64)
+        if len(ends):
+            idx = np.searchsorted(np.frombuffer(self._read_ends, dtype=np.int64), ends, side="left")
+            self.times_ns = np.frombuffer(self._read_times, dtype=np.int64)[idx]
+        else:
+            self.times_ns = np.zeros(0, dtype=np.int64)
+
+    @property
+    def done(self) -> bool:
+        """Whether the stream carried the `[DONE]` sentinel."""
+        self._ensure_split()
+        return self._done
+
+    @property
+    def payloads(self) -> list[bytes]:
+        """Each event's data payload."""
+        self._ensure_split()
+        if self._payloads is None:
+            assert self._ends is not None
+            starts = np.concatenate(([0], self._ends[:-1])) + 6
+            body = self._frozen
+            self._payloads = [body[a:b] for a, b in zip(starts.tolist(), (self._ends - 2).tolist())]
+        return self._payloads
+
+    def json_array(self) -> bytes | None:
+        """All payloads as one JSON array, `[DONE]` written as the string "[DONE]"; None when the
+        stream is not the common single-line shape (then use `payloads`)."""
+        self._ensure_split()
+        if self._ends is None or not len(self._ends):
+            return None
+        joined = self._frozen[6:-2].replace(b"\n\ndata: ", b",")
+        if joined.endswith(b",[DONE]") or joined == b"[DONE]":
+            joined = joined[:-6] + b'"[DONE]"'
+        return b"[" + joined + b"]"
+
+    def data_column(self) -> pa.Array:
+        """The payloads as an Arrow binary array (zero-copy from the body when possible)."""
+        self._ensure_split()
+        if self._ends is None:
+            return pa.array(self.payloads, pa.binary())
+        offsets = np.concatenate(([0], self._ends)).astype(np.int64)
+        raw = pa.Array.from_buffers(pa.large_binary(), len(self._ends),
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(self._frozen)])
+        return pc.binary_slice(raw, 6, -2).cast(pa.binary())
 
     def __len__(self) -> int:
-        return len(self.times_ns)
+        self._ensure_split()
+        return len(self._ends) if self._ends is not None else len(self.payloads)
 
     def data(self, index: int) -> bytes:
         """The data payload of event `index`."""
-        return bytes(self.payload[self.offsets[index] : self.offsets[index + 1]])
+        return self.payloads[index]
 
     def leftover(self) -> bytes:
-        """Bytes received after the last complete event (non-empty means a cut-off event)."""
-        return self._pending
+        """Bytes after the last complete event (non-empty means a cut-off event)."""
+        self._ensure_split()
+        return self._leftover
 
-    def feed(self, chunk: bytes, t_ns: int) -> None:
-        """Consume body bytes received at `t_ns`; complete events are recorded at `t_ns`."""
-        buf = self._pending + chunk if self._pending else chunk
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
+    @property
+    def received_bytes(self) -> int:
+        return len(self._body)
+
+
+def _single_line_event_ends(body: bytes) -> np.ndarray | None:
+    """End offsets of the events when every event is exactly one `data: ` line and nothing is
+    left over, else None. Checked in C: the body starts with `data: ` and ends with a blank
+    line, every separator is followed by `data: `, and the only newlines are the separators'."""
+    n = body.count(b"\n\n")
+    if not n or body[:6] != b"data: " or body[-2:] != b"\n\n":
+        return None
+    if body.count(b"\n\ndata: ") != n - 1 or body.count(b"\n") != 2 * n:
+        return None
+    nl = np.frombuffer(body, dtype=np.uint8) == 10
+    return np.flatnonzero(nl[:-1] & nl[1:]) + 2
+
+
+def _parse_block(block: bytes) -> tuple[bytes | None, str | None]:
+    """(data, event name) of one event block; data None when it has no data lines."""
+    data_lines: list[bytes] = []
+    name: str | None = None
+    for line in block.split(b"\n"):
+        if not line or line[:1] == b":":
+            continue
+        field, _, value = line.partition(b":")
+        if value[:1] == b" ":
+            value = value[1:]
+        if field == b"data":
+            data_lines.append(value)
+        elif field == b"event":
+            name = value.decode("utf-8", "replace")
+    return (b"\n".join(data_lines) if data_lines else None), name
+
+
+def _split_lf(body: bytes) -> tuple[list[bytes], list[int], dict[int, str], bytes]:
+    blocks = body.split(b"\n\n")
+    leftover = blocks.pop()
+    payloads: list[bytes] = []
+    ends: list[int] = []
+    names: dict[int, str] = {}
+    position = 0
+    for block in blocks:
+        position += len(block) + 2
+        if block[:6] == b"data: " and b"\n" not in block:
+            payloads.append(block[6:])
+            ends.append(position)
+        elif block:
+            data, name = _parse_block(block)
+            if data is not None:
+                if name is not None:
+                    names[len(payloads)] = name
+                payloads.append(data)
+                ends.append(position)
+    return payloads, ends, names, leftover
+
+
+def _split_incremental(body: bytes, read_ends: array) -> tuple[list[bytes], list[int], dict[int, str], bytes]:
+    """Replay the reads through a CRLF-tolerant splitter; `ends` are in original offsets."""
+    payloads: list[bytes] = []
+    ends: list[int] = []
+    names: dict[int, str] = {}
+    pending = b""
+    start_of_read = 0
+    for end_of_read in read_ends:
+        buf = (pending + body[start_of_read:end_of_read]).replace(b"\r\n", b"\n")
         start = 0
-        while True:
-            end = buf.find(b"\n\n", start)
-            if end < 0:
-                break
-            block = buf[start:end]
+        while (end := buf.find(b"\n\n", start)) >= 0:
+            data, name = _parse_block(buf[start:end])
             start = end + 2
-            if block[:6] == b"data: " and b"\n" not in block:
-                self._emit(block[6:], t_ns, None)
-            elif block:
-                self._parse_block(block, t_ns)
-        self._pending = buf[start:]
-
-    def _emit(self, data: bytes, t_ns: int, name: str | None) -> None:
-        if data == b"[DONE]":
-            self.done = True
-        if name is not None:
-            self.event_names[len(self.times_ns)] = name
-        self.times_ns.append(t_ns)
-        self.payload += data
-        self.offsets.append(len(self.payload))
-
-    def _parse_block(self, block: bytes, t_ns: int) -> None:
-        data_lines: list[bytes] = []
-        name: str | None = None
-        for line in block.split(b"\n"):
-            if not line or line[:1] == b":":
-                continue
-            field, _, value = line.partition(b":")
-            if value[:1] == b" ":
-                value = value[1:]
-            if field == b"data":
-                data_lines.append(value)
-            elif field == b"event":
-                name = value.decode("utf-8", "replace")
-        if data_lines:
-            self._emit(b"\n".join(data_lines), t_ns, name)
+            if data is not None:
+                if name is not None:
+                    names[len(payloads)] = name
+                payloads.append(data)
+                ends.append(end_of_read)
+        pending = buf[start:]
+        start_of_read = end_of_read
+    return payloads, ends, names, pending

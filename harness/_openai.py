@@ -90,8 +90,8 @@ def build_body(
 class StreamSummary:
     """What one response stream says, derived from its events (indices into the events)."""
 
-    kinds: array = field(default_factory=lambda: array("b"))
-    n_chars: array = field(default_factory=lambda: array("i"))
+    kinds: array[int] = field(default_factory=lambda: array("b"))
+    n_chars: array[int] = field(default_factory=lambda: array("i"))
     first_token: int | None = None
     first_content: int | None = None
     last_token: int | None = None

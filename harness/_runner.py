@@ -17,7 +17,7 @@ import hashlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -334,7 +334,8 @@ class Runner:
                 self._one(result.repetition, seq, phase, int(self._indexes[seq]), None, deadline)
             )
             if slots is not None:
-                task.add_done_callback(lambda _t, s=slots: s.release())
+                release = slots.release
+                task.add_done_callback(lambda _task: release())
             result.sent += 1
         if self._schedule.window_ns is not None and result.window_start_ns is not None:
             result.window_end_ns = result.window_start_ns + self._schedule.window_ns
@@ -373,8 +374,10 @@ class Runner:
                 await self._one(result.repetition, seq, phase, seq % pool, u, now)
 
         users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
-        stop_wait = asyncio.ensure_future(self._stop.wait())
-        await asyncio.wait([asyncio.gather(*users), stop_wait], return_when=asyncio.FIRST_COMPLETED)
+        stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())
+        all_users: asyncio.Future[list[None]] = asyncio.gather(*users)
+        waiting: list[asyncio.Future[Any]] = [all_users, stop_wait]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if self._stop.is_set():
             for task in list(self._tasks):
                 task.cancel()

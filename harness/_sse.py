@@ -60,8 +60,10 @@ class SSEParser:
         self._split = True
         self.event_names: dict[int, str] = {}
         body = self._frozen = bytes(self._body)
-        ends = _single_line_event_ends(body)
-        if ends is not None:  # the common case: no per-event Python work at all
+        self._ends: np.ndarray | None
+        single = _single_line_event_ends(body)
+        if single is not None:
+            ends = single  # the common case: no per-event Python work at all
             self._ends = ends
             self._payloads: list[bytes] | None = None
             self._leftover = b""
@@ -192,7 +194,7 @@ def _split_lf(body: bytes) -> tuple[list[bytes], list[int], dict[int, str], byte
     return payloads, ends, names, leftover
 
 
-def _split_incremental(body: bytes, read_ends: array) -> tuple[list[bytes], list[int], dict[int, str], bytes]:
+def _split_incremental(body: bytes, read_ends: array[int]) -> tuple[list[bytes], list[int], dict[int, str], bytes]:
     """Replay the reads through a CRLF-tolerant splitter; `ends` are in original offsets."""
     payloads: list[bytes] = []
     ends: list[int] = []

@@ -81,9 +81,9 @@ def render_markdown(p: Passport, folder: Path | None = None) -> str:
             out.append(f"| `{metric_id}` | {s.n} | {s.n_failed or 0} | {_ms(s.p50)} | {_ms(s.p90)} | {_ms(s.p99)} |")
     out += ["", "## Throughput", "", "| metric | repetitions | mean | min | max |", "|---|---|---|---|---|"]
     for metric_id in _RATES:
-        s = m.get(metric_id)
-        if s is not None:
-            out.append(f"| `{metric_id}` | {s.n} | {_num(s.mean)} | {_num(s.min)} | {_num(s.max)} |")
+        rate = m.get(metric_id)
+        if rate is not None:
+            out.append(f"| `{metric_id}` | {rate.n} | {_num(rate.mean)} | {_num(rate.min)} | {_num(rate.max)} |")
     pm = p.results.peak_memory
     out += ["", f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})" if pm.value_bytes is not None
             else f"Peak memory: unknown ({pm.reason})"]

@@ -235,7 +235,7 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
     metrics["itl.chunk"] = stat(itl)
 
     sent, end = _col(requests, "sent_ns"), _col(requests, "end_ns")
-    windows = []
+    windows: list[dict[str, Any]] = []
     rates: dict[str, list[float]] = {k: [] for k in ("throughput.output_tokens_per_s",
                                                      "throughput.total_tokens_per_s",
                                                      "throughput.requests_per_s")}

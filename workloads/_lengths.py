@@ -77,7 +77,8 @@ class LengthDist(BaseModel):
             mu = math.log(self.mean) - self.sigma**2 / 2.0
             raw = rng.lognormal(mu, self.sigma, size=n)
         upper = np.inf if self.max is None else float(self.max)
-        return np.clip(np.rint(raw), float(self.min), upper).astype(np.int64)
+        clipped: np.ndarray = np.clip(np.rint(raw), float(self.min), upper).astype(np.int64)
+        return clipped
 
     def __str__(self) -> str:
         body = ",".join(

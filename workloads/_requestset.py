@@ -50,7 +50,7 @@ class RequestSet:
     exact_lengths: bool
 
     def __len__(self) -> int:
-        return self.table.num_rows
+        return int(self.table.num_rows)
 
 
 def table_sha256(table: pa.Table) -> str:

@@ -6,6 +6,7 @@ Kept off the timing loop: these run before the timed phase, or in the launcher's
 from __future__ import annotations
 
 import hashlib
+import ssl
 from typing import Any
 
 import httpx
@@ -32,11 +33,13 @@ def detect_engine(model_card: dict[str, Any]) -> str | None:
 class ControlClient:
     """httpx client for the endpoint's control plane; `headers` may carry the API key."""
 
-    def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0) -> None:
+    def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0,
+                 ca_file: str | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.root_url = root
-        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s)
+        verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s, verify=verify)
 
     def close(self) -> None:
         self._client.close()

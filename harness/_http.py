@@ -39,7 +39,9 @@ _now = time.perf_counter_ns
 
 @dataclass(frozen=True)
 class Timeouts:
-    """Per-request limits in seconds; None means no limit."""
+    """Per-request limits in seconds; None means no limit. `first_byte_s` runs from the send to
+    the first byte of the response *body* (headers alone come at once from most engines);
+    `stall_s` is the longest silence after that; `total_s` the whole exchange."""
 
     connect_s: float | None = 10.0
     first_byte_s: float | None = 120.0
@@ -241,7 +243,8 @@ class HttpClient:
 
     **Parameters:** `endpoint`; `timeouts`; `max_idle` (idle connections kept, sized to the
     declared concurrency); `tick_s` (watchdog period); `extra_headers` (sent on every request,
-    e.g. Authorization; held in memory only).
+    e.g. Authorization; held in memory only); `ca_file` (PEM bundle of CAs to trust for https,
+    on top of none: None means the system's).
     """
 
     def __init__(
@@ -251,6 +254,7 @@ class HttpClient:
         max_idle: int,
         tick_s: float = 0.02,
         extra_headers: dict[str, str] | None = None,
+        ca_file: str | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeouts = timeouts
@@ -264,7 +268,7 @@ class HttpClient:
         self._in_flight: set[Exchange] = set()
         self._watchdog: asyncio.Task[None] | None = None
         self._ssl: ssl.SSLContext | None = (
-            ssl.create_default_context() if endpoint.scheme == "https" else None
+            ssl.create_default_context(cafile=ca_file) if endpoint.scheme == "https" else None
         )
         headers = {
             "Host": endpoint.host_header,
@@ -394,8 +398,9 @@ class HttpClient:
             for ex in list(self._in_flight):
                 if total_ns is not None and now - ex.sent_ns > total_ns:
                     ex.fail(f"no complete response within {t.total_s} s", "total")
-                elif not ex.first_byte_ns:
+                elif not ex.sse.received_bytes and not ex.error_body:
+                    # Engines send the status line at once; progress is the first body byte.
                     if first_ns is not None and now - ex.sent_ns > first_ns:
-                        ex.fail(f"no first byte within {t.first_byte_s} s", "first_byte")
+                        ex.fail(f"no response body within {t.first_byte_s} s", "first_byte")
                 elif stall_ns is not None and now - ex.last_byte_ns > stall_ns:
                     ex.fail(f"stream stalled for more than {t.stall_s} s", "stall")

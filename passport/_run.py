@@ -151,7 +151,7 @@ async def _timed_phase(
     t = spec.timeouts
     concurrency = spec.load.concurrency or 64
     client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
-                        max_idle=concurrency, extra_headers=headers)
+                        max_idle=concurrency, extra_headers=headers, ca_file=spec.endpoint.ca_file)
     requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
     chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
     telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
@@ -277,7 +277,7 @@ def execute(
         assert base_url is not None
         endpoint = Endpoint.parse(base_url)
         say(f"probing {base_url}")
-        with ControlClient(base_url, headers) as control:
+        with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
             cards = control.models()
             if spec.endpoint.model == "auto":
                 if not cards:

@@ -47,6 +47,7 @@ class EndpointSpec(_Strict):
     api: Literal["chat", "completions"] = Field("chat", description="chat | completions.")
     model: str = Field("auto", description="Model id; auto = the first id from /v1/models.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+    ca_file: str | None = Field(None, description="https: PEM file of CAs to trust instead of the system's.")
 
 
 class EngineSpec(_Strict):

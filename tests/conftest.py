@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -22,13 +23,14 @@ CACHE = Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport
 GGUF = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
 
 
-def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15.0) -> None:
+def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15.0,
+                  verify: ssl.SSLContext | bool = True) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode}")
         try:
-            if httpx.get(url, timeout=0.5).status_code == 200:
+            if httpx.get(url, timeout=0.5, verify=verify).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
@@ -44,13 +46,16 @@ def simulator() -> Iterator[SimFactory]:
     """Start `python -m harness.simulator ARGS` in its own process; returns its /v1 base URL."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def start(*args: str) -> str:
+    def start(*args: str, ca_file: str | None = None) -> str:
+        """Extra args go to the simulator; with `--tls-cert`, pass `ca_file` to check health."""
         port = free_port()
         proc = subprocess.Popen([sys.executable, "-m", "harness.simulator", "--port", str(port), *args],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         procs.append(proc)
-        _wait_healthy(f"http://127.0.0.1:{port}/health", proc)
-        return f"http://127.0.0.1:{port}/v1"
+        scheme = "https" if "--tls-cert" in args else "http"
+        verify = ssl.create_default_context(cafile=ca_file) if ca_file else True
+        _wait_healthy(f"{scheme}://127.0.0.1:{port}/health", proc, verify=verify)
+        return f"{scheme}://127.0.0.1:{port}/v1"
 
     yield start
     for proc in procs:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import ssl
 
 from harness.simulator._server import SimConfig, serve
 
@@ -21,6 +22,9 @@ def main() -> None:
     parser.add_argument("--max-concurrency", type=int, default=None)
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
+    parser.add_argument("--no-usage", action="store_true", help="never send usage (as if the engine had none)")
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
+    parser.add_argument("--tls-key", help="private key of --tls-cert (PEM)")
     parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND:EVERY",
         help="every EVERY-th request gets KIND: disconnect, malformed, stall, error_event, "
@@ -32,14 +36,18 @@ def main() -> None:
         ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, ttft_jitter_ms=args.ttft_jitter_ms,
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
         max_concurrency=args.max_concurrency, faults=faults,
-        eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s,
+        eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
     )
+    context = None
+    if args.tls_cert:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
     try:
         import uvloop
 
-        uvloop.run(serve(config, args.host, args.port))
+        uvloop.run(serve(config, args.host, args.port, ssl_context=context))
     except ImportError:
-        asyncio.run(serve(config, args.host, args.port))
+        asyncio.run(serve(config, args.host, args.port, ssl_context=context))
 
 
 if __name__ == "__main__":

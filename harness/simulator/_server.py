@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -226,11 +227,11 @@ class _SimProtocol(asyncio.Protocol):
 
 async def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 0,
                 ready: threading.Event | None = None, bound: list[int] | None = None,
-                stop: asyncio.Event | None = None) -> None:
+                stop: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
     """Serve until `stop` is set (forever when None); `bound` receives the actual port."""
     state = _State(config)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _SimProtocol(state), host, port)
+    server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context)
     if bound is not None:
         bound.append(server.sockets[0].getsockname()[1])
     if ready is not None:

@@ -1,0 +1,127 @@
+"""Spec options end to end against the simulator: TLS, text recording, caps, timeouts,
+repetitions, the client-bound rule, and token counts when the server sends no usage."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import trustme
+
+from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.integration.test_faults import SMALL, _spec
+
+WriteSpec = Callable[..., Path]
+
+
+def _run(spec: Path, out: Path, *extra: str) -> tuple[int, str, dict[str, Any], Path]:
+    result = run_cli("run", str(spec), "--out", str(out), "--quiet", *extra)
+    run = only_run_dir(out) if out.exists() and any(out.iterdir()) else out
+    passport = json.loads((run / "passport.json").read_text()) if (run / "passport.json").exists() else {}
+    return result.returncode, result.stdout + result.stderr, passport, run
+
+
+def test_https_endpoint_with_a_private_ca(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1")
+    cert_pem, ca_pem = tmp_path / "cert.pem", tmp_path / "ca.pem"
+    cert.private_key_and_cert_chain_pem.write_to_path(str(cert_pem))
+    ca.cert_pem.write_to_path(str(ca_pem))
+    url = simulator("--tls-cert", str(cert_pem), "--tls-key", str(cert_pem), ca_file=str(ca_pem))
+    assert url.startswith("https://")
+    load = {"pattern": "closed", "concurrency": 2, "measure": {"requests": 6}}
+    code, output, passport, _ = _run(write_spec(_spec(url, load, endpoint={"base_url": url, "ca_file": str(ca_pem)})),
+                                     tmp_path / "ok")
+    assert code == 0, output
+    assert passport["validity"]["counts"]["succeeded"] == 6
+    code, output, _, _ = _run(write_spec(_spec(url, load), name="untrusted.yaml"), tmp_path / "untrusted")
+    assert code == 2 and "CERTIFICATE_VERIFY_FAILED" in output
+
+
+def test_record_text_hashes_keeps_no_prompt_or_response(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    spec = _spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 6}}, record_text="hashes")
+    code, output, passport, run = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert requests.prompt.isna().all() and requests.response_text.isna().all()
+    assert requests.prompt_sha256.str.len().eq(64).all() and requests.response_sha256.str.len().eq(64).all()
+    assert (requests.prompt_chars > 0).all() and (requests.response_chars > 0).all()
+    assert pq.read_table(run / "chunks.parquet").column("data").null_count == pq.read_table(run / "chunks.parquet").num_rows
+    assert pq.read_table(run / "schedule.parquet").column("prompt").null_count == 6
+    assert run_cli("verify", str(run)).returncode == 0
+
+
+def test_open_loop_cap_bounds_in_flight_and_sched_metrics_show_the_wait(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "100", "--itl-ms", "10")
+    spec = _spec(url, {"pattern": "constant", "rate_per_s": 50, "concurrency": 3, "measure": {"requests": 30}},
+                 validity={"max_dispatch_lag_p99_ms": 10000, "min_achieved_rate_fraction": 0.01})
+    code, output, passport, _ = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    m = passport["results"]["metrics"]
+    assert m["concurrency"]["max"] <= 3
+    # the cap delays sends, so latency from the intended time exceeds latency from the send
+    assert m["ttft.any.sched"]["p50"] > m["ttft.any"]["p50"] + 0.1
+    assert m["dispatch_lag"]["p99"] > 0.2
+
+
+def test_first_byte_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    # /completions sends no body before the first token (chat's role chunk would come at once,
+    # and then the stall limit guards the first token)
+    url = simulator("--ttft-ms", "3000")
+    spec = _spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 2}},
+                 endpoint={"base_url": url, "api": "completions"},
+                 timeouts={"first_byte_s": 0.3}, validity={"max_error_rate": 1.0, "min_completed_requests": 0})
+    code, output, passport, run = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert (requests.outcome == "timeout").all() and (requests.timeout_kind == "first_byte").all()
+    assert passport["validity"]["counts"]["timeouts_first_byte"] == 2
+
+
+def test_repetitions_replay_the_schedule_and_summarize_over_repetitions(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    spec = _spec(url, {"pattern": "poisson", "rate_per_s": 30, "warmup": {"requests": 2}, "measure": {"requests": 10},
+                       "repetitions": 2})
+    code, output, passport, run = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    assert [w["repetition"] for w in passport["results"]["windows"]] == [0, 1]
+    assert passport["results"]["metrics"]["throughput.requests_per_s"]["n"] == 2
+    requests = pq.read_table(run / "requests.parquet").to_pandas().sort_values(["repetition", "seq"])
+    by_rep = [g.request_index.tolist() for _, g in requests.groupby("repetition")]
+    assert by_rep[0] == by_rep[1] == list(range(12))
+
+
+def test_client_bound_rule_fails_the_run_with_a_remedy(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    spec = _spec(url, {"pattern": "closed", "concurrency": 4, "measure": {"duration_s": 1.0}},
+                 validity={"max_client_cpu_share": 0.000001})
+    code, output, passport, _ = _run(write_spec(spec), tmp_path / "out")
+    assert code == 1 and "FAIL: client_not_bound" in output
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "client_not_bound")
+    assert rule["status"] == "FAIL" and "shard streams across processes" in rule["recommendation"]
+
+
+def test_without_server_usage_tokens_are_counted_by_the_client_tokenizer(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, gguf_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--no-usage")
+    spec = _spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 4}},
+                 workload={**SMALL, "tokenizer": f"gguf:{gguf_path}"})
+    code, output, passport, run = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert (requests.tokens_source == "client").all()
+    assert (requests.completion_tokens == requests.completion_tokens_client).all()
+    assert (requests.completion_tokens > 0).all() and requests.prompt_tokens.isna().all()

@@ -84,7 +84,7 @@ class Exchange:
     __slots__ = (
         "sent_ns", "first_byte_ns", "last_byte_ns", "end_ns", "status", "retry_after",
         "content_type", "sse", "error_body", "error", "timeout_kind", "connect_ns",
-        "new_connection", "interrupted", "done", "_conn",
+        "new_connection", "interrupted", "resent", "done", "_conn",
     )
 
     def __init__(self) -> None:
@@ -102,6 +102,7 @@ class Exchange:
         self.connect_ns = 0
         self.new_connection = False
         self.interrupted = False
+        self.resent = False
         self.done: asyncio.Future[None] | None = None
         self._conn: _Connection | None = None
 
@@ -342,13 +343,28 @@ class HttpClient:
     async def exchange(self, request: bytes) -> Exchange:
         """Send one prepared request and wait for its full response; never raises for I/O.
 
-        Connection failures and timeouts are recorded on the returned Exchange.
+        Connection failures and timeouts are recorded on the returned Exchange. A request sent
+        on a reused keep-alive connection that the server closed without sending a single byte
+        never reached a handler (the server was closing it: llama-server does after every
+        stream, sometimes faster than the check before reuse can see); it is sent once more on
+        a fresh connection, `resent` is set, and connections are no longer reused.
         """
+        ex = await self._attempt(request, reuse=not self.reuse_disabled)
+        if (not ex.new_connection and not ex.first_byte_ns and ex.error is not None and not ex.interrupted
+                and ex.timeout_kind is None):
+            self.reuse_disabled = True
+            while self._idle:
+                self._idle.popleft().abort()
+            ex = await self._attempt(request, reuse=False)
+            ex.resent = True
+        return ex
+
+    async def _attempt(self, request: bytes, reuse: bool) -> Exchange:
         ex = Exchange()
         loop = asyncio.get_running_loop()
         ex.done = loop.create_future()
         conn: _Connection | None = None
-        while self._idle:
+        while reuse and self._idle:
             candidate = self._idle.pop()
             if candidate.looks_dead():
                 candidate.abort()
@@ -380,11 +396,6 @@ class HttpClient:
             ex.fail("run interrupted")
         finally:
             self._in_flight.discard(ex)
-        if not ex.new_connection and not ex.first_byte_ns and ex.error and not ex.interrupted \
-                and ex.timeout_kind is None:
-            self.reuse_disabled = True
-            while self._idle:
-                self._idle.popleft().abort()
         return ex
 
     async def _watch(self) -> None:

@@ -51,6 +51,7 @@ REQUESTS_SCHEMA = pa.schema(
         ("end_ns", pa.int64()),
         ("connect_ns", pa.int64()),
         ("new_connection", pa.bool_()),
+        ("resent", pa.bool_()),
         ("http_status", pa.int32()),
         ("outcome", pa.string()),
         ("timeout_kind", pa.string()),

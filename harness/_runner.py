@@ -211,6 +211,7 @@ class Runner:
                 end_ns=rel(ex.end_ns),
                 connect_ns=ex.connect_ns if ex.new_connection else None,
                 new_connection=ex.new_connection,
+                resent=ex.resent,
                 http_status=ex.status or None,
                 outcome=outcome,
                 timeout_kind=ex.timeout_kind,

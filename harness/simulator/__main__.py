@@ -22,6 +22,8 @@ def main() -> None:
     parser.add_argument("--max-concurrency", type=int, default=None)
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
+    parser.add_argument("--drop-reused", action="store_true",
+                        help="close without answering any request on an already-used connection")
     parser.add_argument("--no-usage", action="store_true", help="never send usage (as if the engine had none)")
     parser.add_argument("--tls-cert", help="serve HTTPS with this certificate chain (PEM)")
     parser.add_argument("--tls-key", help="private key of --tls-cert (PEM)")
@@ -37,6 +39,7 @@ def main() -> None:
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
         max_concurrency=args.max_concurrency, faults=faults,
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
+        drop_reused=args.drop_reused,
     )
     context = None
     if args.tls_cert:

@@ -26,7 +26,9 @@ class SimConfig:
 
     `faults` maps a fault kind to k: every k-th request (1-based count) gets that fault.
     `eos_after_tokens`: stop with finish_reason "stop" after that many tokens unless the request
-    sets `ignore_eos` (None: always run to max_tokens).
+    sets `ignore_eos` (None: always run to max_tokens). `drop_reused`: close, without a byte,
+    any request that arrives on a connection that already served one (a keep-alive connection
+    the server has given up on, as llama-server does after each stream).
     """
 
     ttft_ms: float = 20.0
@@ -42,6 +44,7 @@ class SimConfig:
     stall_s: float = 2.0
     eos_after_tokens: int | None = None
     usage_in_stream: bool = True
+    drop_reused: bool = False
 
 
 class _State:
@@ -76,6 +79,7 @@ class _SimProtocol(asyncio.Protocol):
         self.url = b""
         self.body = bytearray()
         self.closed = False
+        self.served = 0
         self.queue: asyncio.Queue[tuple[bytes, bytes, bytes, int]] = asyncio.Queue()
         self.worker = asyncio.get_running_loop().create_task(self._work())
 
@@ -129,6 +133,11 @@ class _SimProtocol(asyncio.Protocol):
                     {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}
                 self._write_simple(200, orjson.dumps(payload))
             elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
+                if self.served and self.state.config.drop_reused:
+                    assert self.transport is not None
+                    self.transport.close()
+                    return
+                self.served += 1
                 await self._generate(path == b"/v1/chat/completions", body, recv_ns)
             else:
                 self._write_simple(404, b'{"error":{"message":"not found","code":404}}')

@@ -225,3 +225,19 @@ def test_open_loop_runs_are_valid_for_every_pattern(
     passport = json.loads((only_run_dir(tmp_path / "out") / "passport.json").read_text())
     assert passport["validity"]["counts"]["measured"] == passport["protocol"]["schedule"]["n_scheduled"] - 4
     assert passport["results"]["client"]["dispatch_lag_p99_ms"] < 10
+
+
+def test_request_on_a_keepalive_connection_the_server_dropped_is_resent_once(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--drop-reused")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 12}}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    requests = pq.read_table(only_run_dir(tmp_path / "out") / "requests.parquet").to_pandas()
+    assert (requests.outcome == "ok").all()
+    # the preconnected pair each served one request; the next request on each was dropped
+    # unanswered and resent on a new connection, after which no connection is reused
+    assert requests.resent.sum() >= 1
+    assert requests[requests.resent].new_connection.all()
+    assert requests.sort_values("seq").new_connection.iloc[4:].all()

@@ -120,7 +120,7 @@ class Exchange:
 
 class _Connection(asyncio.Protocol):
     __slots__ = ("_pool", "_parser", "_transport", "exchange", "closed", "_t_ns", "_headers_done",
-                 "_chunked_or_length")
+                 "_chunked_or_length", "_sink", "_ok")
 
     def __init__(self, pool: HttpClient) -> None:
         self._pool = pool
@@ -131,6 +131,8 @@ class _Connection(asyncio.Protocol):
         self._t_ns = 0
         self._headers_done = False
         self._chunked_or_length = False
+        self._sink = bytearray()  # where on_body appends: the SSE buffer of a 200 response
+        self._ok = False
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -150,6 +152,9 @@ class _Connection(asyncio.Protocol):
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             ex.fail(f"malformed HTTP response: {exc}")
+            return
+        if self._ok:
+            ex.sse.note_read(t_ns)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -182,14 +187,15 @@ class _Connection(asyncio.Protocol):
         assert ex is not None
         self._headers_done = True
         ex.status = self._parser.get_status_code()
+        self._ok = ex.status == 200
+        self._sink = ex.sse.body if self._ok else ex.error_body
 
     def on_body(self, body: bytes) -> None:
-        ex = self.exchange
-        assert ex is not None
-        if ex.status == 200:
-            ex.sse.feed(body, self._t_ns)
-        elif len(ex.error_body) < _ERROR_BODY_LIMIT_BYTES:
-            ex.error_body += body[: _ERROR_BODY_LIMIT_BYTES - len(ex.error_body)]
+        # Once per SSE event: one append. Read times are noted once per read, in data_received.
+        if self._ok:
+            self._sink += body
+        elif len(self._sink) < _ERROR_BODY_LIMIT_BYTES:
+            self._sink += body[: _ERROR_BODY_LIMIT_BYTES - len(self._sink)]
 
     def on_message_complete(self) -> None:
         ex = self.exchange
@@ -200,10 +206,13 @@ class _Connection(asyncio.Protocol):
     def _finish(self, ex: Exchange, t_ns: int) -> None:
         ex.end_ns = t_ns
         keep = self._parser.should_keep_alive() and not self.closed
+        if self._ok:
+            ex.sse.note_read(t_ns)
         self.exchange = None
         ex._conn = None
         self._headers_done = False
         self._chunked_or_length = False
+        self._ok = False
         assert ex.done is not None
         if not ex.done.done():
             ex.done.set_result(None)

@@ -143,33 +143,34 @@ def _error_text(error: Any) -> str:
     return str(error)
 
 
-class _Function(msgspec.Struct):
+class _Function(msgspec.Struct, gc=False):
     name: str | None = None
     arguments: str | None = None
 
 
-class _ToolCall(msgspec.Struct):
+class _ToolCall(msgspec.Struct, gc=False):
     index: int | None = None
     id: str | None = None
     function: _Function | None = None
 
 
-class _Delta(msgspec.Struct):
+class _Delta(msgspec.Struct, gc=False):
     content: str | None = None
     reasoning_content: str | None = None
     reasoning: str | None = None
     tool_calls: list[_ToolCall] | None = None
 
 
-class _Choice(msgspec.Struct):
+class _Choice(msgspec.Struct, gc=False):
     delta: _Delta | None = None
     text: str | None = None
     finish_reason: str | None = None
 
 
-class _Chunk(msgspec.Struct):
+class _Chunk(msgspec.Struct, gc=False):
     """The fields of a stream chunk we read; msgspec skips every other field unallocated
-    (`id`, `model`, `created`, llama.cpp's `timings`...), which is most of the decoding cost."""
+    (`id`, `model`, `created`, llama.cpp's `timings`...), which is most of the decoding cost.
+    `gc=False` (on all of these): they hold no cycles, so the cyclic GC need not track them."""
 
     choices: list[_Choice] | None = None
     usage: dict[str, Any] | None = None

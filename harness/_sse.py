@@ -44,8 +44,17 @@ class SSEParser:
         self._split = False
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
-        """Consume body bytes received at `t_ns` (the hot path: appends only)."""
+        """Consume body bytes received at `t_ns`."""
         self._body += chunk
+        self.note_read(t_ns)
+
+    @property
+    def body(self) -> bytearray:
+        """The buffer the transport appends body bytes to directly (then calls `note_read`)."""
+        return self._body
+
+    def note_read(self, t_ns: int) -> None:
+        """Mark the end of one read received at `t_ns` (one call per read, not per chunk)."""
         if self._read_times and self._read_times[-1] == t_ns:
             self._read_ends[-1] = len(self._body)
         else:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.conftest import REPO, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, REPO, only_run_dir, run_cli
 from tests.integration.test_faults import SMALL, _wait_for_rows
 
 LAUNCH = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}} --ttft-ms 5 --itl-ms 2"
@@ -18,7 +18,7 @@ LAUNCH = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}}
 
 def test_launched_engine_is_recorded_watched_and_stopped(write_spec: Callable[..., Path], tmp_path: Path) -> None:
     spec = write_spec({"name": "launched", "engine": {"launch": LAUNCH}, "workload": SMALL,
-                       "identity": {"weights_format": "none"},
+                       "identity": {"weights_format": "none"}, "validity": LENIENT_CLIENT,
                        "load": {"pattern": "closed", "concurrency": 2, "measure": {"requests": 20}}})
     result = run_cli("run", str(spec), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr

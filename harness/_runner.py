@@ -59,13 +59,10 @@ class PreparedRequest:
 
 @dataclass
 class RepetitionResult:
-    """What one repetition did: its measurement window on the run clock and its counts."""
+    """What one repetition sent (its window is derived from the raw logs, not kept here)."""
 
     repetition: int
-    window_start_ns: int | None = None
-    window_end_ns: int | None = None
     sent: int = 0
-    interrupted: bool = False
     pool_cycles: int = 0
 
 
@@ -126,8 +123,6 @@ class Runner:
             else:
                 await self._closed_loop(result)
             results.append(result)
-            if self._stop.is_set():
-                result.interrupted = True
         return results
 
     # -- one request --------------------------------------------------------------------------
@@ -329,8 +324,6 @@ class Runner:
                 if self._stop.is_set():
                     break
             phase = self._phases[seq]
-            if phase == "measure" and result.window_start_ns is None:
-                result.window_start_ns = deadline - self._t0
             task = self._spawn(
                 self._one(result.repetition, seq, phase, int(self._indexes[seq]), None, deadline)
             )
@@ -338,8 +331,6 @@ class Runner:
                 release = slots.release
                 task.add_done_callback(lambda _task: release())
             result.sent += 1
-        if self._schedule.window_ns is not None and result.window_start_ns is not None:
-            result.window_end_ns = result.window_start_ns + self._schedule.window_ns
         await self._drain()
 
     # -- closed loop --------------------------------------------------------------------------
@@ -350,6 +341,7 @@ class Runner:
         n_warmup = self._schedule.n_warmup
         window_ns = self._schedule.window_ns
         counter = iter(range(1 << 62))
+        window_end_ns: list[int] = []  # set when the first measured request of a timed window goes
 
         async def user(u: int) -> None:
             while not self._stop.is_set():
@@ -362,15 +354,11 @@ class Runner:
                 elif seq < n_warmup:
                     phase = "warmup"
                 else:
-                    if result.window_start_ns is None:
-                        result.window_start_ns = now - self._t0
-                        result.window_end_ns = result.window_start_ns + window_ns
-                    assert result.window_end_ns is not None
-                    if now - self._t0 >= result.window_end_ns:
+                    if not window_end_ns:
+                        window_end_ns.append(now + window_ns)
+                    if now >= window_end_ns[0]:
                         return
                     phase = "measure"
-                if phase == "measure" and result.window_start_ns is None:
-                    result.window_start_ns = now - self._t0
                 result.sent += 1
                 await self._one(result.repetition, seq, phase, seq % pool, u, now)
 

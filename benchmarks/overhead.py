@@ -1,19 +1,20 @@
 """The harness's own cost per streamed chunk, against a bare reader and aiohttp, in one run.
 
-Drives `_sse_server.py` (pinned to CPU 1; every chunk stamped with its send time) from clients
-pinned to CPU 0, each in its own process:
+Drives `_sse_server.py` (pinned to CPU 1, real-time priority where allowed; every chunk stamped
+with its send time) from clients pinned to CPU 0, each in its own process:
 - `bare`: an asyncio Protocol that only timestamps each read into an array('q') (the floor);
-- `passport`: the full pipeline (HttpClient + httptools + SSE parsing + summarize + Parquet
+- `passport`: the full pipeline (HttpClient + httptools + SSE splitting + summarize + Parquet
   recording through the Runner and TableWriters);
 - `aiohttp`: aiohttp + uvloop reading lines, as vLLM's, SGLang's and AIPerf's clients do.
-For each, it prints the client's CPU us per chunk (process CPU time over the streaming phase,
-writer threads and the Parquet row groups written during the run included, divided by chunks;
-joining the part files into one after the run is shown apart as `finalize ms`) and the added lag (receive time minus the server's
-stamp) p50/p99, over `--repeats` interleaved runs: CPU as the minimum (the least noisy estimate
-of intrinsic cost, as timeit reports; the ratio uses it) and the median, lags as medians, for paced streams (one chunk per 10 ms per stream) and bursts (back to back),
-at 64 and 256 streams. Ratios are against `bare` measured in the same run.
 
-    .venv/bin/python benchmarks/overhead.py [--seconds 3]
+For each it prints the client's CPU us per chunk (process CPU time over the streaming phase, writer
+threads and the Parquet parts written during the run included; joining the parts into one file
+after the run is shown apart as `finalize ms`) and the added lag (receive time minus the server's
+stamp) p50/p99, over `--repeats` interleaved runs: CPU as the minimum (the least noisy estimate of
+intrinsic cost, as timeit reports; the ratio to `bare` uses it) and the median; lags as medians.
+Paced streams send one chunk per 10 ms per stream; bursts send back to back; 64 and 256 streams.
+
+    .venv/bin/python benchmarks/overhead.py [--seconds 2] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -120,8 +121,18 @@ async def _passport(port: int, streams: int, chunks: int) -> tuple[int, np.ndarr
     import orjson
     import pyarrow.parquet as pq
 
-    from harness import (CHUNKS_SCHEMA, REQUESTS_SCHEMA, Endpoint, HttpClient, LoadSpec, PreparedRequest, Runner,
-                         TableWriter, Timeouts, build_schedule)
+    from harness import (
+        CHUNKS_SCHEMA,
+        REQUESTS_SCHEMA,
+        Endpoint,
+        HttpClient,
+        LoadSpec,
+        PreparedRequest,
+        Runner,
+        TableWriter,
+        Timeouts,
+        build_schedule,
+    )
 
     folder = Path(tempfile.mkdtemp(prefix="passport-bench-"))
     load = LoadSpec(pattern="closed", concurrency=streams, measure={"requests": streams})
@@ -138,9 +149,7 @@ async def _passport(port: int, streams: int, chunks: int) -> tuple[int, np.ndarr
     await runner.run()
     await client.aclose()
     for writer in (requests_w, chunks_w):  # row groups written during the run are streaming cost
-        writer.flush()
-        for future in writer._pending:
-            future.result()
+        writer.sync()
     cpu = _cpu_s() - cpu0
     t_close = _now()
     requests_w.close()

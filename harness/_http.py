@@ -385,7 +385,7 @@ class HttpClient:
             ex.new_connection = True
             try:
                 conn = await self._connect()
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 ex.connect_ns = _now() - t0
                 ex.fail(f"connect timed out after {self.timeouts.connect_s} s", "connect")
                 return ex

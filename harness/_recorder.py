@@ -204,12 +204,16 @@ class TableWriter:
         pq.write_table(table, tmp, compression="none")
         tmp.replace(path)  # a part is either whole or absent
 
-    def close(self) -> Path:
-        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`."""
+    def sync(self) -> None:
+        """Flush and wait until every part handed to the writer thread is on disk."""
         self.flush()
         for future in self._pending:
             future.result()
         self._pending.clear()
+
+    def close(self) -> Path:
+        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`."""
+        self.sync()
         if self._own_executor:
             self._executor.shutdown(wait=True)
         return join_parts(self.folder, self.name, self.schema)

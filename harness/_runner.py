@@ -1,13 +1,15 @@
 """The runner: sends a materialized schedule through the HTTP client and records every request.
 
-It sees only the client (transport), the schedule, the prepared requests and the writers. Open
-loops wait for absolute deadlines on the monotonic clock (never relative sleeps, so lag never
-accumulates), optionally capped in flight; closed loops run `concurrency` users back to back.
-Each finished exchange becomes one row of `requests.parquet` and its events rows of
-`chunks.parquet`; nothing is retried. After 20 connection failures in a row the endpoint is taken as gone and the run stops (reason in
-`abort_reason`) instead of recording errors as fast as the loop spins. `stop` (Ctrl-C, SIGTERM) ends issuing at once, aborts
-what is in flight (recorded as `client_error`, "run interrupted") and returns normally, so the
-caller can close the files and write a passport marked incomplete.
+It sees only the client (transport), the schedule, the prepared requests and the writers. Open loops
+wait for absolute deadlines on the monotonic clock (never relative sleeps, so lag never
+accumulates), optionally capped in flight; closed loops run `concurrency` users back to back. Each
+finished exchange becomes one row of `requests.parquet` and its events rows of `chunks.parquet`.
+Nothing is retried (the one exception, a request a server dropped unanswered on a reused keep-alive
+connection, is re-sent by the transport and marked `resent`). After 20 connection failures in a row
+the endpoint is taken as gone and the run stops (reason in `abort_reason`) instead of recording
+errors as fast as the loop spins. `stop` (Ctrl-C, SIGTERM) ends issuing at once, aborts what is in
+flight (recorded as `client_error`, "run interrupted") and returns normally, so the caller can close
+the files and write a passport marked incomplete.
 """
 
 from __future__ import annotations
@@ -304,7 +306,7 @@ class Runner:
         if deadline_ns - now > _SPIN_NS:
             try:
                 await asyncio.wait_for(self._stop.wait(), (deadline_ns - now - _SPIN_NS) / 1e9)
-            except (TimeoutError, asyncio.TimeoutError):
+            except TimeoutError:
                 pass
         while _now() < deadline_ns and not self._stop.is_set():
             await asyncio.sleep(0)
@@ -314,6 +316,11 @@ class Runner:
         slots = asyncio.Semaphore(cap) if cap else None
         start_ns = _now() + _LEAD_NS
         offsets = self._offsets
+
+        def release_slot(_task: asyncio.Task[None]) -> None:
+            assert slots is not None
+            slots.release()
+
         for seq in range(len(offsets)):
             deadline = start_ns + int(offsets[seq])
             await self._sleep_until(deadline)
@@ -328,8 +335,7 @@ class Runner:
                 self._one(result.repetition, seq, phase, int(self._indexes[seq]), None, deadline)
             )
             if slots is not None:
-                release = slots.release
-                task.add_done_callback(lambda _task: release())
+                task.add_done_callback(release_slot)
             result.sent += 1
         await self._drain()
 

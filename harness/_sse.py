@@ -20,6 +20,7 @@ without data, which are dropped, and an optional `event:` name. A lone CR as a l
 from __future__ import annotations
 
 from array import array
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -30,7 +31,8 @@ __all__ = ["SSEParser"]
 class SSEParser:
     """Collect a streamed body; split it into SSE events on demand (see the module docstring).
 
-    After splitting: `times_ns[i]` is event i's receive time, `payloads[i]` its data, `event_names` maps the few events that had an `event:` field to it, and `done`
+    After splitting: `times_ns[i]` is event i's receive time, `payloads[i]` its data,
+    `event_names` maps the few events that had an `event:` field to it, and `done`
     says whether `[DONE]` was seen.
     """
 

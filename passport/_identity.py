@@ -64,7 +64,9 @@ def collect_endpoint(control: ControlClient, cards: list[dict[str, Any]], model_
     return fields
 
 
-def collect_launcher(launcher: EngineLauncher, model_path: str | None, model_sha256: str | None) -> dict[str, SourcedValue]:
+def collect_launcher(
+    launcher: EngineLauncher, model_path: str | None, model_sha256: str | None
+) -> dict[str, SourcedValue]:
     """The command the harness ran (redacted), its binary's hash, and the model file."""
     fields = {"engine.command": SourcedValue(value=" ".join(launcher.command), source="launcher")}
     binary = launcher.argv[0]
@@ -86,8 +88,10 @@ def collect_launcher(launcher: EngineLauncher, model_path: str | None, model_sha
 
 def collect_declared(declared: dict[str, Any]) -> dict[str, SourcedValue]:
     """Facts the endpoint cannot tell, as the spec's `identity` section declares them."""
-    return {key if "." in key else f"declared.{key}": SourcedValue(value=value, source="declared", via=f"identity.{key}")
-            for key, value in declared.items()}
+    return {
+        key if "." in key else f"declared.{key}": SourcedValue(value=value, source="declared", via=f"identity.{key}")
+        for key, value in declared.items()
+    }
 
 
 def collect_host() -> dict[str, SourcedValue]:

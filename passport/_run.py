@@ -45,7 +45,14 @@ from harness import (
     build_schedule,
 )
 from passport._errors import SpecError
-from passport._identity import collect_declared, collect_endpoint, collect_harness, collect_host, collect_launcher, sha256_file
+from passport._identity import (
+    collect_declared,
+    collect_endpoint,
+    collect_harness,
+    collect_host,
+    collect_launcher,
+    sha256_file,
+)
 from passport._model import CanaryInfo, Override, Passport, SourcedValue
 from passport._passport import assemble_passport, write_passport
 from passport._spec import RunSpec
@@ -89,7 +96,7 @@ def request_params(spec: RunSpec, engine: str | None) -> tuple[dict[str, Any], b
 
 
 def _utc(ts: float | None = None) -> str:
-    return dt.datetime.fromtimestamp(ts if ts is not None else time.time(), dt.timezone.utc).isoformat(
+    return dt.datetime.fromtimestamp(ts if ts is not None else time.time(), dt.UTC).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")
 
 
@@ -121,8 +128,7 @@ def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, f
 
 async def _timed_phase(
     spec: RunSpec,
-    endpoint: Endpoint,
-    headers: dict[str, str],
+    client: HttpClient,
     schedule: Schedule,
     pool_requests: list[tuple[bytes, int, str]],
     request_set: RequestSet,
@@ -148,10 +154,8 @@ async def _timed_phase(
             installed.append(sig)
         except (NotImplementedError, RuntimeError, ValueError):
             pass
-    t = spec.timeouts
     concurrency = spec.load.concurrency or 64
-    client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
-                        max_idle=concurrency, extra_headers=headers, ca_file=spec.endpoint.ca_file)
+    endpoint = client.endpoint
     requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
     chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
     telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
@@ -203,7 +207,7 @@ async def _timed_phase(
         await client.start()
         try:
             await client.preconnect(min(concurrency, 64))
-        except (OSError, TimeoutError, asyncio.TimeoutError) as exc:
+        except (OSError, TimeoutError) as exc:
             raise EndpointError(f"cannot open connections to {endpoint.host}:{endpoint.port}: {exc}") from exc
         results = await runner.run()
         if runner.abort_reason:
@@ -246,7 +250,7 @@ def execute(
     say = status or (lambda _msg: None)
     started_utc = _utc()
     run_id = uuid.uuid4().hex[:8]
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
     folder.mkdir(parents=True, exist_ok=False)
     headers: dict[str, str] = {}
@@ -309,12 +313,15 @@ def execute(
         _write_schedule(folder, schedule, request_set, full_text)
         params, max_tokens_is_target = request_params(spec, engine)
         path = "/chat/completions" if spec.endpoint.api == "chat" else "/completions"
-        probe_client = HttpClient(endpoint, Timeouts(), max_idle=1, extra_headers=headers)
+        t = spec.timeouts
+        client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
+                            max_idle=spec.load.concurrency or 64, extra_headers=headers,
+                            ca_file=spec.endpoint.ca_file)
         pool_requests = []
         for prompt, max_tokens in zip(request_set.table.column("prompt").to_pylist(),
                                       request_set.table.column("output_tokens_target").to_pylist()):
             body = build_body(spec.endpoint.api, model_id, prompt, int(max_tokens), params)
-            pool_requests.append((probe_client.request_bytes(path, body), int(max_tokens), prompt))
+            pool_requests.append((client.request_bytes(path, body), int(max_tokens), prompt))
         canaries = CanaryInfo(status="not_run", suite=spec.canaries,
                               reason="canaries are not implemented yet (issue 4)" if spec.canaries != "none"
                               else "the spec declares canaries: none")
@@ -326,7 +333,7 @@ def execute(
         t0_utc = _utc()
         say(f"timed phase: {spec.load} x {spec.load.repetitions}")
         repetitions, stop_reason = _run_loop(_timed_phase(
-            spec, endpoint, headers, schedule, pool_requests, request_set, max_tokens_is_target, folder,
+            spec, client, schedule, pool_requests, request_set, max_tokens_is_target, folder,
             t0_ns, launcher, tokenizer, sink))
     except BaseException:
         if launcher is not None:

@@ -106,7 +106,8 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
         "rerun to completion; the partial results cover only what was sent"))
     canary = facts.canaries
     if canary.status == "not_run":
-        rules.append(RuleResult(name="canaries", status="SKIP", message=f"suite {canary.suite!r} not run: {canary.reason}"))
+        rules.append(RuleResult(name="canaries", status="SKIP",
+                                message=f"suite {canary.suite!r} not run: {canary.reason}"))
     else:
         rules.append(_rule("canaries", canary.status == "passed", canary.status, "passed",
                            f"canary suite {canary.suite!r} {canary.status}",

@@ -55,7 +55,8 @@ def test_each_fault_lands_in_its_outcome_class_and_the_run_goes_on(
     assert len(requests) == n
     assert (requests.outcome == "rejected").sum() == expected["reject"]
     assert (requests.outcome == "http_error").sum() == expected["http500"]
-    assert (requests.outcome == "stream_error").sum() == expected["disconnect"] + expected["malformed"] + expected["error_event"]
+    stream_faults = expected["disconnect"] + expected["malformed"] + expected["error_event"]
+    assert (requests.outcome == "stream_error").sum() == stream_faults
     assert (requests.outcome == "ok").sum() == n - sum(expected.values())
     rejected = requests[requests.outcome == "rejected"]
     assert (rejected.retry_after == "1").all() and (rejected.http_status == 429).all()
@@ -118,7 +119,7 @@ def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spe
                                                   "source": "--api-key-env"}]
 
 
-def test_missing_api_key_variable_is_a_clear_error(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+def test_missing_api_key_variable_is_a_clear_error(write_spec: WriteSpec, tmp_path: Path) -> None:
     spec = write_spec(_spec("http://127.0.0.1:9/v1", {"pattern": "closed", "concurrency": 1}))
     env = {k: v for k, v in os.environ.items() if k != "NOT_SET_KEY"}
     result = subprocess.run([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "o"),

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import EngineLaunchError, EngineLauncher, redact_command
+from harness import EngineLauncher, EngineLaunchError, redact_command
 
 
 def test_redacts_key_and_token_values() -> None:

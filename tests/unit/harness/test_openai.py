@@ -44,7 +44,8 @@ def test_reasoning_counts_for_ttft_any_not_ttft_content(field: str) -> None:
 
 def test_tool_call_fragments_assemble_and_whole_calls_work() -> None:
     fragments = _parser(
-        _chat({"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "get", "arguments": ""}}]}),
+        _chat({"tool_calls": [{"index": 0, "id": "c1", "type": "function",
+                               "function": {"name": "get", "arguments": ""}}]}),
         _chat({"tool_calls": [{"index": 0, "function": {"arguments": '{"city": "Par'}}]}),
         _chat({"tool_calls": [{"index": 0, "function": {"arguments": 'is"}'}}]}),
         _chat({}, "tool_calls"))

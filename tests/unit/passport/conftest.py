@@ -4,8 +4,19 @@ import pytest
 
 from passport import Passport
 from passport._model import (
-    CanaryInfo, ClientInfo, ClockInfo, HarnessInfo, PeakMemory, Protocol, Results, RuleResult, ScheduleInfo,
-    SourcedValue, Stat, Validity, WorkloadInfo,
+    CanaryInfo,
+    ClientInfo,
+    ClockInfo,
+    HarnessInfo,
+    PeakMemory,
+    Protocol,
+    Results,
+    RuleResult,
+    ScheduleInfo,
+    SourcedValue,
+    Stat,
+    Validity,
+    WorkloadInfo,
 )
 
 

@@ -66,7 +66,9 @@ def test_unknown_field_names_the_field_and_suggests_the_fix() -> None:
     with pytest.raises(SpecError) as err:
         parse_spec({"endpoint": {"base_url": "x", "api_kye_env": "K"}, "load": {"pattern": "closed", "concurrency": 1}},
                    "bad.yaml")
-    assert str(err.value) == "invalid spec bad.yaml:\n  endpoint.api_kye_env: unknown field; did you mean 'api_key_env'?"
+    assert str(err.value) == (
+        "invalid spec bad.yaml:\n  endpoint.api_kye_env: unknown field; did you mean 'api_key_env'?"
+    )
 
 
 def test_wrong_type_names_the_field_and_value() -> None:
@@ -75,7 +77,8 @@ def test_wrong_type_names_the_field_and_value() -> None:
 
 
 def test_open_loop_without_rate_says_how_to_fix() -> None:
-    with pytest.raises(SpecError, match="needs load.rate_per_s > 0; for a fixed number of users set load.pattern: closed"):
+    fix = "needs load.rate_per_s > 0; for a fixed number of users set load.pattern: closed"
+    with pytest.raises(SpecError, match=fix):
         parse_spec({"endpoint": {"base_url": "x"}, "load": {"pattern": "poisson"}})
 
 

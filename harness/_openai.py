@@ -288,6 +288,7 @@ def classify(
     sse_done: bool,
     leftover: bytes,
     max_tokens_is_target: bool,
+    content_type: str | None = None,
 ) -> tuple[str, str | None]:
     """(outcome class, error text) for one finished exchange; see the module docstring."""
     if timeout_kind is not None:
@@ -301,6 +302,9 @@ def classify(
     assert summary is not None
     if summary.error is not None:
         return "stream_error", summary.error
+    if not summary.kinds and content_type and "event-stream" not in content_type:
+        return "stream_error", (f"the response is not an event stream (Content-Type: {content_type}); "
+                                "the server may not support stream: true on this route")
     if leftover.strip():
         return "stream_error", f"stream ended inside an event: {leftover[:120]!r}"
     if summary.finish_reason is None and not sse_done:

@@ -196,7 +196,7 @@ class Runner:
                 summary = summarize(sse, self._api)
             outcome, error = classify(
                 ex.status, ex.error, ex.timeout_kind, summary, sse.done, sse.leftover(),
-                prepared.max_tokens_is_target,
+                prepared.max_tokens_is_target, ex.content_type,
             )
             if outcome in ("http_error", "rejected"):
                 body = bytes(ex.error_body[:512]).decode("utf-8", "replace")

@@ -93,3 +93,12 @@ def test_outcome_classes() -> None:
     assert classify(400, None, None, None, False, b"", True)[0] == "http_error"
     assert classify(0, "stalled", "stall", None, False, b"", True) == ("timeout", "stalled")
     assert classify(0, "refused", None, None, False, b"", True) == ("stream_error", "refused")
+
+
+def test_a_plain_json_answer_to_a_streaming_request_says_so() -> None:
+    parser = SSEParser()
+    parser.feed(b'{"choices": [{"message": {"content": "hi"}}]}', 1)
+    s = summarize(parser, "chat")
+    outcome, error = classify(200, None, None, s, False, parser.leftover(), True, "application/json")
+    assert outcome == "stream_error" and error is not None
+    assert error.startswith("the response is not an event stream (Content-Type: application/json)")

@@ -1,0 +1,43 @@
+"""The CLI as a user meets it: whole outputs and exit codes."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+from tests.conftest import run_cli
+
+
+def test_version() -> None:
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout, result.stderr) == (0, f"passport {metadata.version('passport')}\n", "")
+
+
+def test_help_lists_commands_and_exit_codes() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0 and result.stderr == ""
+    for text in ("run", "verify", "exit codes:", "2  usage or input error", "--api-key-env"):
+        assert text in result.stdout
+
+
+def test_run_help_names_every_option() -> None:
+    result = run_cli("run", "--help")
+    assert result.returncode == 0
+    for option in ("--endpoint URL", "--api-key-env NAME", "--out DIR", "--quiet"):
+        assert option in result.stdout
+
+
+def test_no_command_prints_help_and_exits_2() -> None:
+    result = run_cli()
+    assert result.returncode == 2 and result.stdout.startswith("usage: passport")
+
+
+def test_missing_spec_file_is_an_input_error() -> None:
+    result = run_cli("run", "does-not-exist.yaml")
+    assert result.returncode == 2
+    assert result.stderr == "ERROR: cannot read spec does-not-exist.yaml: No such file or directory\n"
+
+
+def test_verify_of_a_folder_without_a_passport(tmp_path: object) -> None:
+    result = run_cli("verify", str(tmp_path))
+    assert result.returncode == 1 and result.stdout.startswith("NOT verified:")
+    assert "cannot read" in result.stdout

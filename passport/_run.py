@@ -130,9 +130,7 @@ async def _timed_phase(
     spec: RunSpec,
     client: HttpClient,
     schedule: Schedule,
-    pool_requests: list[tuple[bytes, int, str]],
-    request_set: RequestSet,
-    max_tokens_is_target: bool,
+    pool: list[PreparedRequest],
     folder: Path,
     t0_ns: int,
     launcher: EngineLauncher | None,
@@ -159,16 +157,6 @@ async def _timed_phase(
     requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
     chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
     telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
-    wl = request_set.table
-    pool = [
-        PreparedRequest(
-            request=req, prompt=prompt, max_tokens=max_tokens, max_tokens_is_target=max_tokens_is_target,
-            input_tokens_target=wl.column("input_tokens_target")[i].as_py(),
-            input_tokens_client=wl.column("input_tokens_client")[i].as_py(),
-            output_tokens_target=wl.column("output_tokens_target")[i].as_py(),
-        )
-        for i, (req, max_tokens, prompt) in enumerate(pool_requests)
-    ]
     count = tokenizer.tokenizer.encode if tokenizer.exact else None
     runner = Runner(client, spec.endpoint.api, spec.load, schedule, pool, requests_w, chunks_w, t0_ns, stop,
                     record_text=spec.record_text, count_tokens=(lambda s: len(count(s))) if count else None,
@@ -188,13 +176,17 @@ async def _timed_phase(
         reason.insert(0, f"the launched engine exited (code {code}); see engine.log")
         stop.set()
 
+    def record_rss() -> None:
+        assert launcher is not None
+        for t_ns, rss in launcher.drain_samples():
+            telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+
     async def watch_engine() -> None:
         assert launcher is not None
         telemetry_w.append_row({"t_ns": time.perf_counter_ns() - t0_ns, "source": "engine", "name": "launched",
                                 "value": 1.0})
         while True:
-            for t_ns, rss in launcher.drain_samples():
-                telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+            record_rss()
             if not launcher.alive():
                 note_engine_exit()
                 return
@@ -219,8 +211,7 @@ async def _timed_phase(
         if launcher is not None:
             if not launcher.alive():
                 note_engine_exit()
-            for t_ns, rss in launcher.drain_samples():
-                telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+            record_rss()
         await client.aclose()
         for sig in installed:
             loop.remove_signal_handler(sig)
@@ -317,11 +308,16 @@ def execute(
         client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
                             max_idle=spec.load.concurrency or 64, extra_headers=headers,
                             ca_file=spec.endpoint.ca_file)
-        pool_requests = []
-        for prompt, max_tokens in zip(request_set.table.column("prompt").to_pylist(),
-                                      request_set.table.column("output_tokens_target").to_pylist()):
-            body = build_body(spec.endpoint.api, model_id, prompt, int(max_tokens), params)
-            pool_requests.append((client.request_bytes(path, body), int(max_tokens), prompt))
+        wl = request_set.table.to_pydict()
+        pool = [
+            PreparedRequest(
+                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params)),
+                prompt=prompt, max_tokens=out, max_tokens_is_target=max_tokens_is_target,
+                input_tokens_target=target, input_tokens_client=realized, output_tokens_target=out,
+            )
+            for prompt, target, realized, out in zip(wl["prompt"], wl["input_tokens_target"],
+                                                     wl["input_tokens_client"], wl["output_tokens_target"])
+        ]
         canaries = CanaryInfo(status="not_run", suite=spec.canaries,
                               reason="canaries are not implemented yet (issue 4)" if spec.canaries != "none"
                               else "the spec declares canaries: none")
@@ -333,8 +329,7 @@ def execute(
         t0_utc = _utc()
         say(f"timed phase: {spec.load} x {spec.load.repetitions}")
         repetitions, stop_reason = _run_loop(_timed_phase(
-            spec, client, schedule, pool_requests, request_set, max_tokens_is_target, folder,
-            t0_ns, launcher, tokenizer, sink))
+            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink))
     except BaseException:
         if launcher is not None:
             launcher.stop()

@@ -195,6 +195,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0, help="length of each paced measurement")
     parser.add_argument("--repeats", type=int, default=5, help="runs of each client")
+    parser.add_argument("--only", metavar="MODE:STREAMS", action="append",
+                        help="run only these configurations, e.g. paced:256 (repeatable)")
     parser.add_argument("--client", help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--streams", type=int, help=argparse.SUPPRESS)
@@ -209,12 +211,15 @@ def main() -> None:
           f"{'lag p50 ms':>10} {'lag p99 ms':>10} {'finalize ms':>11}")
     print("(cpu in us per chunk; x bare = min / bare's min; lags are medians over runs)")
     for mode, interval_ms in (("paced", 10.0), ("burst", 0.0)):
+        wanted = [s for s in (64, 256) if not args.only or f"{mode}:{s}" in args.only]
+        if not wanted:
+            continue
         port = free_port()
         server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("_sse_server.py")), "--port",
                                    str(port), "--interval-ms", str(interval_ms), "--cpu", "1"])
         try:
             _wait_port(port)
-            for streams in (64, 256):
+            for streams in wanted:
                 chunks = int(args.seconds * 100) if mode == "paced" else 128_000 // streams
                 rate = f"{streams * 100:,}" if mode == "paced" else "max"
                 runs: dict[str, list[dict[str, float]]] = {c: [] for c in CLIENTS}

@@ -50,10 +50,11 @@ class SSEParser:
         self._body += chunk
         self.note_read(t_ns)
 
-    @property
-    def body(self) -> bytearray:
-        """The buffer the transport appends body bytes to directly (then calls `note_read`)."""
-        return self._body
+    def receive_buffers(self) -> tuple[bytearray, array[int], array[int]]:
+        """(body, read ends, read times): what the transport appends to directly, per chunk and
+        per read (each read's time is distinct, so it appends one entry to each array)."""
+        self._split = False
+        return self._body, self._read_ends, self._read_times
 
     def note_read(self, t_ns: int) -> None:
         """Mark the end of one read received at `t_ns` (one call per read, not per chunk)."""

@@ -17,8 +17,8 @@ __all__ = ["main"]
 
 EPILOG = """\
 exit codes:
-  0  VALID run (verify: verified)
-  1  INVALID, HOLD or INCOMPLETE run (verify: differences found)
+  0  VALID run (verify: verified; gate: every condition met)
+  1  INVALID, HOLD or INCOMPLETE run (verify: differences found; gate: a condition failed)
   2  usage or input error: bad spec, unreachable endpoint, engine failed to start
 
 examples:
@@ -26,6 +26,7 @@ examples:
   passport run my.yaml --endpoint http://127.0.0.1:8000/v1
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
   passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
+  passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
 """
 
 
@@ -67,6 +68,20 @@ def _parser() -> argparse.ArgumentParser:
                     "sha256 of every raw file. Prints 'verified' or each difference.",
     )
     verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    gate = sub.add_parser(
+        "gate", help="check declared conditions against a run's passport (for release gates)",
+        description="Evaluate conditions against RUN_DIR/passport.json and print each as PASS/FAIL with the "
+                    "measured value. Exit 0 when all pass, 1 when any fails, 2 when a condition is not understood.",
+        epilog="conditions: <name> <op> <value>, e.g.\n"
+               "  'ttft.any.p99 < 2s'   'itl.chunk.p50 <= 50ms'   'error_rate < 0.5%'\n"
+               "  'canaries == pass'    'verdict == VALID'        'outcomes.timeout == 0'\n"
+               "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    gate.add_argument("--require", action="append", default=[], metavar="CONDITION", help="a condition (repeatable)")
+    gate.add_argument("--file", type=Path, metavar="GATE.yaml", help="a YAML file with `require: [conditions]`")
+    gate.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     return parser
 
 
@@ -146,6 +161,26 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def _cmd_gate(args: argparse.Namespace) -> int:
+    from passport._gate import GateError, evaluate_gate, junit_xml, load_gate_file, parse_condition
+    from passport._passport import read_passport
+
+    texts = list(args.require) + (load_gate_file(args.file) if args.file else [])
+    if not texts:
+        raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
+    conditions = [parse_condition(text) for text in texts]
+    passport = read_passport(args.run_dir)
+    results = evaluate_gate(passport, conditions)
+    width = max(len(r.condition.text) for r in results)
+    for r in results:
+        print(f"{'PASS' if r.passed else 'FAIL'}  {r.condition.text:<{width}}  {r.message}")
+    failed = sum(not r.passed for r in results)
+    print(f"Gate: {'PASSED' if not failed else 'FAILED'} ({len(results) - failed} of {len(results)} conditions met)")
+    if args.junit:
+        args.junit.write_text(junit_xml(passport.name, results))
+    return 1 if failed else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
@@ -159,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "gate":
+            return _cmd_gate(args)
         return _cmd_verify(args)
     except EngineLaunchError as exc:
         print(f"ERROR: the engine did not start: {exc}", file=sys.stderr)

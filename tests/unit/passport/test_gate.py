@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+from pathlib import Path
+from xml.etree import ElementTree
+
+import pytest
+
+from passport import Passport
+from passport._gate import GateError, evaluate_gate, junit_xml, load_gate_file, parse_condition
+from passport._model import Stat
+
+
+@pytest.fixture
+def passport(sample_passport: Passport) -> Passport:
+    results = sample_passport.results.model_copy(update={
+        "metrics": {"ttft.any": Stat(n=100, p50=0.1, p99=1.5), "throughput.output_tokens_per_s": Stat(n=1, mean=42.0)},
+        "metrics_failure_inclusive": {"ttft.any": Stat(n=101, n_failed=1, p50=0.1, p99=None)},
+        "outcomes": {"ok": 99, "timeout": 1},
+    })
+    validity = sample_passport.validity.model_copy(update={"counts": {"measured": 200, "succeeded": 199}})
+    return sample_passport.model_copy(update={"results": results, "validity": validity})
+
+
+def _check(passport: Passport, *texts: str) -> list[tuple[bool, str]]:
+    return [(r.passed, r.message) for r in evaluate_gate(passport, [parse_condition(t) for t in texts])]
+
+
+def test_latency_conditions_take_durations(passport: Passport) -> None:
+    assert _check(passport, "ttft.any.p99 < 2s", "ttft.any.p50 <= 100ms", "ttft.any.p50 < 50ms") == [
+        (True, "measured 1.500 s"), (True, "measured 100.000 ms"), (False, "measured 100.000 ms")]
+
+
+def test_error_rate_takes_percentages_and_fractions(passport: Passport) -> None:
+    assert _check(passport, "error_rate < 0.6%", "error_rate < 0.004") == [
+        (True, "measured 0.500 %"), (False, "measured 0.500 %")]
+
+
+def test_a_missing_figure_fails_never_passes(passport: Passport) -> None:
+    assert _check(passport, "failure_inclusive.ttft.any.p99 < 100s", "itl.chunk.p99 < 1s") == [
+        (False, "the passport has no value for it"), (False, "the passport has no value for it")]
+
+
+def test_canaries_not_run_do_not_pass_a_canary_gate(passport: Passport) -> None:
+    assert _check(passport, "canaries == pass", "canaries == not_run", "verdict == valid") == [
+        (False, "measured not_run"), (True, "measured not_run"), (True, "measured VALID")]
+
+
+def test_outcomes_rates_and_counts(passport: Passport) -> None:
+    assert _check(passport, "outcomes.timeout == 0", "outcomes.rejected == 0",
+                  "throughput.output_tokens_per_s.mean >= 40", "counts.measured >= 100") == [
+        (False, "measured 1"), (True, "measured 0"), (True, "measured 42"), (True, "measured 200")]
+
+
+@pytest.mark.parametrize("text,error", [
+    ("ttft.anything.p99 < 2s", "unknown gate name 'ttft.anything.p99'"),
+    ("ttft.any.p98 < 2s", "unknown gate name 'ttft.any.p98'"),
+    ("ttft.any.p99 < fast", "'fast' is not a valid value for ttft.any.p99 (latency)"),
+    ("verdict < VALID", "verdict can only be compared with == or !="),
+    ("canaries == maybe", "'maybe' is not a valid value for canaries"),
+    ("ttft.any.p99 2s", "write <name> <op> <value>"),
+])
+def test_conditions_that_cannot_be_understood_are_usage_errors(text: str, error: str) -> None:
+    with pytest.raises(GateError, match=error.replace("(", r"\(").replace(")", r"\)")):
+        parse_condition(text)
+
+
+def test_junit_has_a_case_per_condition_and_a_failure_per_failed_one(passport: Passport) -> None:
+    results = evaluate_gate(passport, [parse_condition("ttft.any.p99 < 2s"), parse_condition("error_rate < 0.1%")])
+    suite = ElementTree.fromstring(junit_xml("run", results).split("?>", 1)[1])
+    assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == ["ttft.any.p99 < 2s", "error_rate < 0.1%"]
+    assert cases[0].find("failure") is None and cases[1].find("failure") is not None
+
+
+def test_gate_file(tmp_path: Path) -> None:
+    path = tmp_path / "gate.yaml"
+    path.write_text("require:\n  - ttft.any.p99 < 2s\n  - canaries == pass\n")
+    assert load_gate_file(path) == ["ttft.any.p99 < 2s", "canaries == pass"]
+    path.write_text("require: ttft.any.p99 < 2s\n")
+    with pytest.raises(GateError, match="must hold `require:` with a list"):
+        load_gate_file(path)

@@ -107,7 +107,9 @@ def render_markdown(p: Passport, folder: Path | None = None) -> str:
     pr = p.protocol
     out += ["", "## Protocol", "",
             f"- load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up), "
-            f"window {pr.schedule.window_s} s, repetitions {pr.effective['load']['repetitions']}",
+            + (f"window {pr.schedule.window_s} s" if pr.schedule.window_s is not None
+               else f"window of {pr.effective['load']['measure']['requests']} requests")
+            + f", repetitions {pr.effective['load']['repetitions']}",
             f"- workload: {pr.workload.n_requests} requests, sha256 `{pr.workload.sha256[:16]}…`, "
             f"tokenizer {pr.workload.tokenizer} ({'exact' if pr.workload.exact_lengths else 'approximate'} lengths)"
             + (f"; {pr.workload.note}" if pr.workload.note else ""),

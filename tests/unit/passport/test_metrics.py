@@ -29,7 +29,8 @@ def _requests() -> pa.Table:
                "intended_ns": intended * MS, "sent_ns": sent * MS, "first_token_ns": None if ft is None else ft * MS,
                "first_content_ns": None if fc is None else fc * MS, "last_token_ns": None if lt is None else lt * MS,
                "end_ns": end * MS, "outcome": outcome, "completion_tokens": comp, "prompt_tokens": prompt,
-               "max_tokens": 5, "max_tokens_is_target": True}
+               "max_tokens": 5, "max_tokens_is_target": True,
+               "connect_ns": 4 * MS if rid == 2 else None}
         for key in cols:
             cols[key].append(row.get(key))
     return pa.table(cols, schema=REQUESTS_SCHEMA)
@@ -67,7 +68,14 @@ def test_latencies_use_measured_successes_only(run_dir: Path) -> None:
     assert m["ttft.content"]["min"] == pytest.approx(0.030) and m["ttft.content"]["max"] == pytest.approx(0.040)
     assert m["ttft.any.sched"]["max"] == pytest.approx(0.050)  # request 2 was intended at 150
     assert m["e2e"]["p50"] == pytest.approx(0.120)  # 100 and 140 ms
-    assert m["dispatch_lag"]["max"] == pytest.approx(0.010)
+
+
+def test_dispatch_lag_excludes_connection_setup_which_sched_metrics_keep(run_dir: Path) -> None:
+    m = compute_results(run_dir)["metrics"]
+    # request 2: intended 150, sent 160 after a 4 ms connect -> 6 ms of harness lateness;
+    # every measured request counts (3 of them, the failed one too)
+    assert m["dispatch_lag"]["n"] == 3 and m["dispatch_lag"]["max"] == pytest.approx(0.006)
+    assert m["e2e.sched"]["max"] == pytest.approx(0.150)  # 300 - 150: the connect stays in *.sched
 
 
 def test_itl_pools_gaps_between_token_chunks_within_each_request(run_dir: Path) -> None:

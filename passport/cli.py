@@ -78,6 +78,17 @@ def _parser() -> argparse.ArgumentParser:
                "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    compare = sub.add_parser(
+        "compare", help="check two or more runs are comparable, then show which differences are significant",
+        description="Check the comparability invariants (model, precision, decoding, workload, load, window) "
+                    "against the first run; if they hold, show each headline metric side by side with a 95 %% "
+                    "bootstrap interval of the difference and a verdict: faster, slower or no significant "
+                    "difference. Exit 0 comparable, 1 not comparable.",
+    )
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
+    compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
+                         help="compare even though FIELD differs (model, precision, decoding, workload, load, "
+                              "window); stated in the output")
     gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
     gate.add_argument("--require", action="append", default=[], metavar="CONDITION", help="a condition (repeatable)")
     gate.add_argument("--file", type=Path, metavar="GATE.yaml", help="a YAML file with `require: [conditions]`")
@@ -161,6 +172,18 @@ def _cmd_verify(args: argparse.Namespace) -> int:
     return 1
 
 
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from passport._compare import compare_runs, render_comparison
+    from passport._errors import PassportError
+
+    if len(args.runs) < 2:
+        raise PassportError("compare needs at least two run folders")
+    comparison = compare_runs(args.runs, args.allow)
+    for line in render_comparison(comparison):
+        print(line)
+    return 0 if comparison.comparable else 1
+
+
 def _cmd_gate(args: argparse.Namespace) -> int:
     from passport._gate import GateError, evaluate_gate, junit_xml, load_gate_file, parse_condition
     from passport._passport import read_passport
@@ -196,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "gate":
             return _cmd_gate(args)
+        if args.command == "compare":
+            return _cmd_compare(args)
         return _cmd_verify(args)
     except EngineLaunchError as exc:
         print(f"ERROR: the engine did not start: {exc}", file=sys.stderr)

@@ -19,7 +19,7 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
@@ -74,7 +74,6 @@ class _Counters:
     done: int = 0
     errors: int = 0
     next_id: int = 0
-    measure_start_ns: list[int] = field(default_factory=list)
 
 
 class Runner:

@@ -46,18 +46,8 @@ class SSEParser:
         self._split = False
 
     def feed(self, chunk: bytes, t_ns: int) -> None:
-        """Consume body bytes received at `t_ns`."""
+        """Consume body bytes received at `t_ns` (one read; repeated times extend that read)."""
         self._body += chunk
-        self.note_read(t_ns)
-
-    def receive_buffers(self) -> tuple[bytearray, array[int], array[int]]:
-        """(body, read ends, read times): what the transport appends to directly, per chunk and
-        per read (each read's time is distinct, so it appends one entry to each array)."""
-        self._split = False
-        return self._body, self._read_ends, self._read_times
-
-    def note_read(self, t_ns: int) -> None:
-        """Mark the end of one read received at `t_ns` (one call per read, not per chunk)."""
         if self._read_times and self._read_times[-1] == t_ns:
             self._read_ends[-1] = len(self._body)
         else:
@@ -65,7 +55,12 @@ class SSEParser:
             self._read_ends.append(len(self._body))
         self._split = False
 
-    # -- splitting ----------------------------------------------------------------------------
+    def receive_buffers(self) -> tuple[bytearray, array[int], array[int]]:
+        """(body, read ends, read times): what the transport appends to directly, per chunk and
+        per read (each read's time is distinct, so it appends one entry to each array)."""
+        self._split = False
+        return self._body, self._read_ends, self._read_times
+
     def _ensure_split(self) -> None:
         if self._split:
             return

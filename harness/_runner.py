@@ -19,10 +19,11 @@ import hashlib
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 import pyarrow as pa
 
 from harness._http import Exchange, HttpClient
@@ -49,7 +50,7 @@ class ProgressSink(Protocol):
 
 @dataclass(frozen=True)
 class PreparedRequest:
-    """One workload entry with its HTTP request bytes built before timing."""
+    """One workload entry with its HTTP request bytes (and prompt hash) built before timing."""
 
     request: bytes
     prompt: str
@@ -58,6 +59,10 @@ class PreparedRequest:
     input_tokens_target: int
     input_tokens_client: int | None
     output_tokens_target: int
+    prompt_sha256: str = field(init=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "prompt_sha256", hashlib.sha256(self.prompt.encode()).hexdigest())
 
 
 @dataclass
@@ -209,7 +214,7 @@ class Runner:
             "input_tokens_target": prepared.input_tokens_target,
             "input_tokens_client": prepared.input_tokens_client,
             "output_tokens_target": prepared.output_tokens_target,
-            "prompt_sha256": hashlib.sha256(prepared.prompt.encode()).hexdigest(),
+            "prompt_sha256": prepared.prompt_sha256,
             "prompt_chars": len(prepared.prompt),
         }
         if self._full_text:
@@ -270,8 +275,6 @@ class Runner:
                     row["response_text"] = summary.content
                     row["reasoning_text"] = summary.reasoning or None
                     if summary.tool_calls:
-                        import orjson
-
                         row["tool_calls"] = orjson.dumps(summary.tool_calls).decode()
                 self._chunks.append_batch(self._chunk_batch(rid, ex, summary))
         self._requests.append_row(row)

@@ -16,7 +16,7 @@ import pyarrow as pa
 
 from passport._model import CanaryInfo, RuleResult, Verdict
 from passport._spec import ValiditySpec
-from passport.metrics import SUCCESS_OUTCOMES
+from passport.metrics import SUCCESS_OUTCOMES, numeric_column, object_column
 
 __all__ = ["RunFacts", "evaluate", "verdict_of", "count_outcomes", "offered_and_achieved_rates"]
 
@@ -37,14 +37,13 @@ class RunFacts:
 
 def count_outcomes(requests: pa.Table) -> dict[str, int | None]:
     """Failure counts kept apart (measured requests only); None = not checked by this run."""
-    outcome = np.array(requests.column("outcome").to_pylist(), dtype=object)
-    phase = np.array(requests.column("phase").to_pylist(), dtype=object)
-    kinds = np.array(requests.column("timeout_kind").to_pylist(), dtype=object)
+    outcome = object_column(requests, "outcome")
+    phase = object_column(requests, "phase")
+    kinds = object_column(requests, "timeout_kind")
     m = phase == "measure"
-    target = np.array(requests.column("max_tokens_is_target").to_pylist(), dtype=object)
-    completion = np.array([np.nan if v is None else v for v in requests.column("completion_tokens").to_pylist()],
-                          dtype=float)
-    wanted = np.array([np.nan if v is None else v for v in requests.column("max_tokens").to_pylist()], dtype=float)
+    target = object_column(requests, "max_tokens_is_target")
+    completion = numeric_column(requests, "completion_tokens")
+    wanted = numeric_column(requests, "max_tokens")
     ok = m & np.isin(outcome, SUCCESS_OUTCOMES)
     short = ok & (target == True) & (completion < wanted)  # noqa: E712 (object array)
     counts: dict[str, int | None] = {
@@ -76,11 +75,11 @@ def offered_and_achieved_rates(requests: pa.Table) -> tuple[float | None, float 
     """Measured requests: (scheduled arrivals per s over their intended span, successful
     completions per s over their end span). A server that keeps up completes as fast as it is
     offered; one that saturates stretches the completions. Per repetition, then averaged."""
-    phase = np.array(requests.column("phase").to_pylist(), dtype=object)
-    outcome = np.array(requests.column("outcome").to_pylist(), dtype=object)
-    rep = np.array(requests.column("repetition").to_pylist(), dtype=object)
-    intended = np.array([np.nan if v is None else v for v in requests.column("intended_ns").to_pylist()], dtype=float)
-    end = np.array([np.nan if v is None else v for v in requests.column("end_ns").to_pylist()], dtype=float)
+    phase = object_column(requests, "phase")
+    outcome = object_column(requests, "outcome")
+    rep = object_column(requests, "repetition")
+    intended = numeric_column(requests, "intended_ns")
+    end = numeric_column(requests, "end_ns")
     offered, achieved = [], []
     for r in set(rep[phase == "measure"].tolist()):
         m = (phase == "measure") & (rep == r)

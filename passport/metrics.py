@@ -29,7 +29,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "compute_results", "stat", "SUCCESS_OUTCOMES"]
+__all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "compute_results", "stat", "SUCCESS_OUTCOMES",
+           "numeric_column", "object_column"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -99,10 +100,15 @@ def load_table(run_dir: Path, name: str) -> pa.Table | None:
     return None
 
 
-def _col(table: pa.Table, name: str) -> np.ndarray:
+def numeric_column(table: pa.Table, name: str) -> np.ndarray:
     """A column as float64 with NaN for null (ns fit exactly below 2**53, i.e. 104 days)."""
     column = table.column(name)
     return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def object_column(table: pa.Table, name: str) -> np.ndarray:
+    """A column as a numpy object array (strings, booleans; None for null), for comparisons."""
+    return np.array(table.column(name).to_pylist(), dtype=object)
 
 
 def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | None:
@@ -197,9 +203,9 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
     chunks = load_table(run_dir, "chunks")
     telemetry = load_table(run_dir, "telemetry")
 
-    outcome = np.array(requests.column("outcome").to_pylist(), dtype=object)
-    phase = np.array(requests.column("phase").to_pylist(), dtype=object)
-    rep = _col(requests, "repetition")
+    outcome = object_column(requests, "outcome")
+    phase = object_column(requests, "phase")
+    rep = numeric_column(requests, "repetition")
     measured = phase == "measure"
     success = np.isin(outcome, SUCCESS_OUTCOMES)
     ok_m = measured & success
@@ -209,36 +215,36 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
     metrics: dict[str, Any] = {}
     inclusive: dict[str, Any] = {}
     for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items():
-        samples = (_col(requests, end_col) - _col(requests, start_col)) / 1e9
+        samples = (numeric_column(requests, end_col) - numeric_column(requests, start_col)) / 1e9
         metrics[metric_id] = stat(samples[ok_m])
         if METRICS[metric_id].failure_inclusive:
             inclusive[metric_id] = stat(samples[ok_m], n_failed)
 
-    connect = np.nan_to_num(_col(requests, "connect_ns"), nan=0.0)
-    lag = (_col(requests, "sent_ns") - _col(requests, "intended_ns") - connect) / 1e9
+    connect = np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0)
+    lag = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns") - connect) / 1e9
     metrics["dispatch_lag"] = stat(lag[measured & np.isfinite(lag)])
 
-    completion = _col(requests, "completion_tokens")
-    prompt = _col(requests, "prompt_tokens")
-    first_tok, last_tok = _col(requests, "first_token_ns"), _col(requests, "last_token_ns")
+    completion = numeric_column(requests, "completion_tokens")
+    prompt = numeric_column(requests, "prompt_tokens")
+    first_tok, last_tok = numeric_column(requests, "first_token_ns"), numeric_column(requests, "last_token_ns")
     with np.errstate(invalid="ignore", divide="ignore"):
         tpot = np.where(completion > 1, (last_tok - first_tok) / (completion - 1) / 1e9, np.nan)
     metrics["tpot"] = stat(tpot[ok_m])
 
     itl = np.zeros(0)
     if chunks is not None and chunks.num_rows:
-        rid_ok = _col(requests, "request_id")[ok_m]
-        c_rid = _col(chunks, "request_id")
+        rid_ok = numeric_column(requests, "request_id")[ok_m]
+        c_rid = numeric_column(chunks, "request_id")
         mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
         mask &= np.isin(c_rid, rid_ok)
-        c_rid, c_seq, c_t = c_rid[mask], _col(chunks, "seq")[mask], _col(chunks, "recv_ns")[mask]
+        c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
         order = np.lexsort((c_seq, c_rid))
         c_rid, c_t = c_rid[order], c_t[order]
         same = c_rid[1:] == c_rid[:-1]
         itl = (np.diff(c_t)[same]) / 1e9
     metrics["itl.chunk"] = stat(itl)
 
-    sent, end = _col(requests, "sent_ns"), _col(requests, "end_ns")
+    sent, end = numeric_column(requests, "sent_ns"), numeric_column(requests, "end_ns")
     windows: list[dict[str, Any]] = []
     rates: dict[str, list[float]] = {k: [] for k in ("throughput.output_tokens_per_s",
                                                      "throughput.total_tokens_per_s",
@@ -280,9 +286,9 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
     cpu_mean = cpu_max = lag_p99 = None
     restarts = None
     if telemetry is not None and telemetry.num_rows:
-        source = np.array(telemetry.column("source").to_pylist(), dtype=object)
-        name = np.array(telemetry.column("name").to_pylist(), dtype=object)
-        value = _col(telemetry, "value")
+        source = object_column(telemetry, "source")
+        name = object_column(telemetry, "name")
+        value = numeric_column(telemetry, "value")
         rss = value[(source == "engine") & (name == "rss_bytes")]
         if len(rss):
             peak = {"value_bytes": int(rss.max()), "source": "engine process tree RSS (psutil)", "reason": None}

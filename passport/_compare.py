@@ -25,14 +25,20 @@ import numpy as np
 from passport._errors import PassportError
 from passport._model import Passport
 from passport._passport import read_passport
-from passport.metrics import SUCCESS_OUTCOMES, load_table
+from passport.metrics import (
+    SUCCESS_OUTCOMES,
+    itl_gaps,
+    load_table,
+    numeric_column,
+    object_column,
+    request_latencies,
+)
 
 __all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
 _RESAMPLES = 2000
-_LATENCY_COLUMNS = {"ttft.any": "first_token_ns", "ttft.content": "first_content_ns", "e2e": "end_ns"}
 
 
 @dataclass(frozen=True)
@@ -75,37 +81,18 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     }
 
 
-def _per_request(run: Path) -> tuple[dict[str, list[np.ndarray]], dict[str, np.ndarray]]:
-    """Per successful measured request: its samples of each latency (one value, or its ITL gaps)."""
+def _per_request(run: Path) -> dict[str, list[np.ndarray]]:
+    """Samples per successful measured request, by metric id (one value each, or ITL gaps),
+    as `passport.metrics` defines them."""
     requests = load_table(run, "requests")
-    chunks = load_table(run, "chunks")
     assert requests is not None
-    cols = {name: requests.column(name).to_numpy(zero_copy_only=False) for name in
-            ("request_id", "phase", "outcome", "sent_ns", "first_token_ns", "first_content_ns", "last_token_ns",
-             "end_ns", "completion_tokens")}
-    keep = (cols["phase"] == "measure") & np.isin(cols["outcome"], SUCCESS_OUTCOMES)
-    values: dict[str, np.ndarray] = {}
-    sent = cols["sent_ns"][keep].astype(float)
-    for metric, column in _LATENCY_COLUMNS.items():
-        values[metric] = (cols[column][keep].astype(float) - sent) / 1e9
-    completion = cols["completion_tokens"][keep].astype(float)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        values["tpot"] = np.where(completion > 1, (cols["last_token_ns"][keep].astype(float)
-                                                   - cols["first_token_ns"][keep].astype(float))
-                                  / (completion - 1) / 1e9, np.nan)
-    gaps: list[np.ndarray] = []
-    if chunks is not None:
-        rid = chunks.column("request_id").to_numpy()
-        token = chunks.column("token_bearing").to_numpy(zero_copy_only=False).astype(bool)
-        recv = chunks.column("recv_ns").to_numpy().astype(float)
-        order = np.lexsort((chunks.column("seq").to_numpy(), rid))
-        rid, token, recv = rid[order], token[order], recv[order]
-        wanted = set(cols["request_id"][keep].tolist())
-        starts = np.flatnonzero(np.r_[True, rid[1:] != rid[:-1]])
-        for a, b in zip(starts, np.r_[starts[1:], len(rid)]):
-            if int(rid[a]) in wanted:
-                gaps.append(np.diff(recv[a:b][token[a:b]]) / 1e9)
-    return {"itl.chunk": gaps}, values
+    keep = (object_column(requests, "phase") == "measure") & np.isin(object_column(requests, "outcome"),
+                                                                     SUCCESS_OUTCOMES)
+    latencies = request_latencies(requests)
+    samples = {metric: [np.array([v]) for v in latencies[metric][keep] if np.isfinite(v)]
+               for metric in LATENCIES if metric != "itl.chunk"}
+    samples["itl.chunk"] = itl_gaps(load_table(run, "chunks"), numeric_column(requests, "request_id")[keep])
+    return samples
 
 
 def _bootstrap_diff(base: list[np.ndarray], other: list[np.ndarray], q: float,
@@ -140,15 +127,10 @@ def _verdict(ci: tuple[float, float] | None, lower_is_better: bool = True) -> st
 def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
                   seed: int) -> list[MetricComparison]:
     rng = np.random.default_rng(seed)
-    b_gaps, b_vals = _per_request(base_run)
-    o_gaps, o_vals = _per_request(other_run)
+    base, other = _per_request(base_run), _per_request(other_run)
     out: list[MetricComparison] = []
     for metric in LATENCIES:
-        if metric == "itl.chunk":
-            base_samples, other_samples = b_gaps[metric], o_gaps[metric]
-        else:
-            base_samples = [np.array([v]) for v in b_vals[metric] if np.isfinite(v)]
-            other_samples = [np.array([v]) for v in o_vals[metric] if np.isfinite(v)]
+        base_samples, other_samples = base[metric], other[metric]
         for stat, q in (("p50", 50.0), ("p99", 99.0)):
             r = _bootstrap_diff(base_samples, other_samples, q, rng)
             if r is None:

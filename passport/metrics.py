@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "compute_results", "stat", "SUCCESS_OUTCOMES",
-           "numeric_column", "object_column"]
+           "numeric_column", "object_column", "request_latencies", "itl_gaps"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -194,6 +194,39 @@ def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -
     return area / (hi - lo), int(level.max())
 
 
+def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
+    """Each per-request latency metric, in seconds, one value per row of `requests` (NaN where
+    the event never happened): the `*.sched`, `ttft.*` and `e2e` ids, `tpot` and `dispatch_lag`."""
+    out = {
+        metric_id: (numeric_column(requests, end_col) - numeric_column(requests, start_col)) / 1e9
+        for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items()
+    }
+    connect = np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0)
+    out["dispatch_lag"] = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")
+                           - connect) / 1e9
+    completion = numeric_column(requests, "completion_tokens")
+    first_tok, last_tok = numeric_column(requests, "first_token_ns"), numeric_column(requests, "last_token_ns")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["tpot"] = np.where(completion > 1, (last_tok - first_tok) / (completion - 1) / 1e9, np.nan)
+    return out
+
+
+def itl_gaps(chunks: pa.Table | None, request_ids: np.ndarray) -> list[np.ndarray]:
+    """`itl.chunk` samples grouped by request: for each of `request_ids` that streamed tokens
+    (in ascending id order), the gaps in seconds between its consecutive token-bearing chunks."""
+    if chunks is None or not chunks.num_rows:
+        return []
+    c_rid = numeric_column(chunks, "request_id")
+    mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
+    mask &= np.isin(c_rid, request_ids)
+    c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
+    order = np.lexsort((c_seq, c_rid))
+    c_rid, c_t = c_rid[order], c_t[order]
+    starts = np.flatnonzero(np.r_[True, c_rid[1:] != c_rid[:-1]]) if len(c_rid) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(c_rid)].astype(np.int64)
+    return [np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())]
+
+
 def compute_results(run_dir: Path) -> dict[str, Any]:
     """Every figure of `results` (see Results in _model.py), recomputed from the raw files."""
     run_dir = Path(run_dir)
@@ -214,34 +247,19 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
 
     metrics: dict[str, Any] = {}
     inclusive: dict[str, Any] = {}
-    for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items():
-        samples = (numeric_column(requests, end_col) - numeric_column(requests, start_col)) / 1e9
-        metrics[metric_id] = stat(samples[ok_m])
+    latencies = request_latencies(requests)
+    for metric_id in _LATENCY_COLUMNS:
+        metrics[metric_id] = stat(latencies[metric_id][ok_m])
         if METRICS[metric_id].failure_inclusive:
-            inclusive[metric_id] = stat(samples[ok_m], n_failed)
-
-    connect = np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0)
-    lag = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns") - connect) / 1e9
+            inclusive[metric_id] = stat(latencies[metric_id][ok_m], n_failed)
+    lag = latencies["dispatch_lag"]
     metrics["dispatch_lag"] = stat(lag[measured & np.isfinite(lag)])
-
+    metrics["tpot"] = stat(latencies["tpot"][ok_m])
     completion = numeric_column(requests, "completion_tokens")
     prompt = numeric_column(requests, "prompt_tokens")
-    first_tok, last_tok = numeric_column(requests, "first_token_ns"), numeric_column(requests, "last_token_ns")
-    with np.errstate(invalid="ignore", divide="ignore"):
-        tpot = np.where(completion > 1, (last_tok - first_tok) / (completion - 1) / 1e9, np.nan)
-    metrics["tpot"] = stat(tpot[ok_m])
 
-    itl = np.zeros(0)
-    if chunks is not None and chunks.num_rows:
-        rid_ok = numeric_column(requests, "request_id")[ok_m]
-        c_rid = numeric_column(chunks, "request_id")
-        mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
-        mask &= np.isin(c_rid, rid_ok)
-        c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
-        order = np.lexsort((c_seq, c_rid))
-        c_rid, c_t = c_rid[order], c_t[order]
-        same = c_rid[1:] == c_rid[:-1]
-        itl = (np.diff(c_t)[same]) / 1e9
+    gaps = itl_gaps(chunks, numeric_column(requests, "request_id")[ok_m])
+    itl = np.concatenate(gaps) if gaps else np.zeros(0)
     metrics["itl.chunk"] = stat(itl)
 
     sent, end = numeric_column(requests, "sent_ns"), numeric_column(requests, "end_ns")

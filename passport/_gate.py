@@ -5,7 +5,8 @@ A condition is `<name> <op> <value>`, with `op` one of `< <= > >= == !=`:
   `throughput.output_tokens_per_s.mean >= 20`; stats: n, mean, std, min, max, p50, p90, p95, p99,
   p99_9. `failure_inclusive.<metric id>.<stat>` reads the failure-inclusive figure.
 - `error_rate`: failed / measured requests, e.g. `error_rate < 0.5%`.
-- `verdict` (VALID, INVALID, HOLD, INCOMPLETE) and `canaries` (pass, fail, not_run).
+- `verdict` (VALID, INVALID, HOLD, INCOMPLETE), `canaries` (pass, fail, not_run) and `slo` (met,
+  not_met; a run that declared no SLO has no value, so the condition fails).
 - `outcomes.<class>` and `counts.<name>`: counts of measured requests, e.g. `outcomes.timeout == 0`.
 
 Values: latencies take durations (`2s`, `200ms`, `150us`; a bare number is seconds), rates and
@@ -28,7 +29,7 @@ import yaml
 
 from passport._errors import PassportError
 from passport._model import Passport
-from passport._spec import parse_duration_s
+from passport._units import parse_duration_s, parse_fraction
 from passport.metrics import METRICS, PERCENTILES
 
 __all__ = ["GateError", "Condition", "ConditionResult", "parse_condition", "evaluate_gate", "load_gate_file",
@@ -48,7 +49,7 @@ class GateError(PassportError):
 
 @dataclass(frozen=True)
 class Condition:
-    """One parsed condition; `kind` is latency, number, fraction, verdict or canaries."""
+    """One parsed condition; `kind` is latency, number, fraction, verdict, canaries or slo."""
 
     text: str
     name: str
@@ -68,7 +69,7 @@ class ConditionResult:
 def _kind_of(name: str) -> str:
     if name == "error_rate":
         return "fraction"
-    if name in ("verdict", "canaries"):
+    if name in ("verdict", "canaries", "slo"):
         return name
     parts = name.split(".")
     if parts[0] in ("outcomes", "counts") and len(parts) == 2:
@@ -80,7 +81,8 @@ def _kind_of(name: str) -> str:
         known = ", ".join(sorted(METRICS))
         raise GateError(
             f"unknown gate name {name!r}: use <metric id>.<stat> (metric ids: {known}; stats: {', '.join(_STATS)}), "
-            "failure_inclusive.<metric id>.<stat>, error_rate, verdict, canaries, outcomes.<class> or counts.<name>"
+            "failure_inclusive.<metric id>.<stat>, error_rate, verdict, canaries, slo, outcomes.<class> or "
+            "counts.<name>"
         )
     if stat != "n" and METRICS[metric_id].unit == "s":
         return "latency"
@@ -99,18 +101,22 @@ def parse_condition(text: str) -> Condition:
         if kind == "latency":
             value = parse_duration_s(raw)
         elif kind == "fraction":
-            value = float(raw[:-1]) / 100.0 if raw.endswith("%") else float(raw)
+            value = parse_fraction(raw)
         elif kind == "number":
             value = float(raw)
         elif kind == "verdict":
             value = raw.upper()
             if value not in ("VALID", "INVALID", "HOLD", "INCOMPLETE"):
                 raise ValueError(raw)
+        elif kind == "slo":
+            value = raw.lower()
+            if value not in ("met", "not_met"):
+                raise ValueError(raw)
         else:
             value = _CANARY_WORDS[raw.lower()]
     except (ValueError, KeyError) as exc:
         raise GateError(f"gate condition {text!r}: {raw!r} is not a valid value for {name} ({kind})") from exc
-    if kind in ("verdict", "canaries") and op not in ("==", "!="):
+    if kind in ("verdict", "canaries", "slo") and op not in ("==", "!="):
         raise GateError(f"gate condition {text!r}: {name} can only be compared with == or !=")
     return Condition(text.strip(), name, op, value, kind)
 
@@ -121,6 +127,9 @@ def _measured(passport: Passport, condition: Condition) -> Any:
         return passport.verdict
     if name == "canaries":
         return passport.validity.canaries.status
+    if name == "slo":
+        slo = passport.results.slo
+        return None if slo is None else ("met" if slo.met else "not_met")
     counts = passport.validity.counts
     if name == "error_rate":
         measured, succeeded = counts.get("measured"), counts.get("succeeded")

@@ -5,6 +5,10 @@
   and effective, workload/schedule hashes, metric definitions and clock; validity rules with
   PASS/FAIL/WARN/SKIP; results per metric id (seconds; per-second units for rates), success-only
   and failure-inclusive; sha256 of every raw file.
+- "1.1" (2026-11): `protocol.declared` (declared.json: SLOs, discard rules and realized capacity,
+  written before the first timed request); `results.slo` (targets, attainment) with
+  `goodput.*` rates in `results.metrics`; `results.discard` (pre-registered discard rules and
+  the repetitions they discarded). A 1.0 passport reads as 1.1 with these fields null.
 
 The generated JSON Schema is committed at `passport/schema/passport.schema.json`
 (`python -m passport.schema` rewrites it; a test fails when it drifts).
@@ -27,6 +31,7 @@ __all__ = [
     "ScheduleInfo",
     "HarnessInfo",
     "ClockInfo",
+    "DeclaredInfo",
     "Protocol",
     "RuleStatus",
     "RuleResult",
@@ -36,14 +41,18 @@ __all__ = [
     "WindowInfo",
     "PeakMemory",
     "ClientInfo",
+    "SloTargetResult",
+    "SloResult",
+    "Discarded",
+    "DiscardResult",
     "Results",
     "FileEntry",
     "Passport",
     "Verdict",
 ]
 
-SCHEMA_VERSION = "1.0"
-SUPPORTED_SCHEMA_VERSIONS = ("1.0",)
+SCHEMA_VERSION = "1.1"
+SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1")
 
 Source = Literal["probed", "declared", "launcher", "client", "unknown"]
 Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]
@@ -116,6 +125,16 @@ class ClockInfo(_Model):
     t0_utc: str
 
 
+class DeclaredInfo(_Model):
+    """declared.json: the effective spec and realized capacity, frozen before the first timed request."""
+
+    file: str
+    sha256: str
+    written_utc: str | None
+    context_tokens_per_sequence: int | None = None
+    capacity_source: str | None = None
+
+
 class Protocol(_Model):
     spec: dict[str, Any]
     effective: dict[str, Any]
@@ -131,6 +150,7 @@ class Protocol(_Model):
     metric_definitions: dict[str, MetricDefinition]
     started_utc: str
     finished_utc: str | None
+    declared: DeclaredInfo | None = None
 
 
 class RuleResult(_Model):
@@ -203,6 +223,38 @@ class ClientInfo(_Model):
     dispatch_lag_p99_ms: float | None
 
 
+class SloTargetResult(_Model):
+    name: str
+    bound_s: float
+    measured_s: float | None = Field(description="The target's percentile over measured requests, failures as +inf.")
+    met: bool
+
+
+class SloResult(_Model):
+    """The declared SLO: each target, whether all were met, and the share of requests meeting all."""
+
+    targets: list[SloTargetResult]
+    met: bool
+    requests_meeting: int
+    requests_measured: int
+    attainment: float | None
+
+
+class Discarded(_Model):
+    repetition: int
+    rule: str
+    measured: bool | int | float | str | None
+    message: str
+
+
+class DiscardResult(_Model):
+    """Pre-registered discard rules, the repetitions they discarded, and those they could not judge."""
+
+    rules: list[str]
+    discarded: list[Discarded]
+    not_evaluable: list[dict[str, str]]
+
+
 class Results(_Model):
     metrics: dict[str, Stat]
     metrics_failure_inclusive: dict[str, Stat]
@@ -211,6 +263,8 @@ class Results(_Model):
     peak_memory: PeakMemory
     engine_restarts: int | None
     client: ClientInfo
+    slo: SloResult | None = None
+    discard: DiscardResult | None = None
 
 
 class FileEntry(_Model):

@@ -22,6 +22,7 @@ from passport._model import (
     SUPPORTED_SCHEMA_VERSIONS,
     CanaryInfo,
     ClockInfo,
+    DeclaredInfo,
     FileEntry,
     HarnessInfo,
     MetricDefinition,
@@ -37,12 +38,14 @@ from passport._model import (
 from passport._report import render_markdown
 from passport._spec import RunSpec
 from passport._validity import RunFacts, count_outcomes, evaluate, offered_and_achieved_rates, verdict_of
-from passport.metrics import METRICS, compute_results, load_table
+from passport.metrics import METRICS, load_table
+from passport.results import compute_results
 from workloads import RequestSet
 
 __all__ = ["assemble_passport", "write_passport", "read_passport", "file_entries", "RAW_FILES"]
 
-RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log")
+RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
+             "declared.json")
 
 
 def file_entries(folder: Path) -> dict[str, FileEntry]:
@@ -78,12 +81,15 @@ def assemble_passport(
     canaries: CanaryInfo,
     launched_engine: bool,
     harness: HarnessInfo,
+    declared: DeclaredInfo | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
     requests = load_table(folder, "requests")
     assert requests is not None
-    counts = count_outcomes(requests)
+    discard = results.get("discard") or {}
+    discarded = [d["repetition"] for d in discard.get("discarded", [])]
+    counts = count_outcomes(requests, discarded)
     complete = stop_reason is None and len(repetitions) == spec.load.repetitions
     facts = RunFacts(
         complete=complete,
@@ -95,7 +101,7 @@ def assemble_passport(
         canaries=canaries,
         forced=False,
     )
-    rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests))
+    rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests, discarded))
     verdict = verdict_of(rules, facts)
     pool_cycles = max((r.pool_cycles for r in repetitions), default=0)
     note = tokenizer_note
@@ -130,6 +136,7 @@ def assemble_passport(
         },
         started_utc=started_utc,
         finished_utc=finished_utc,
+        declared=declared,
     )
     validity = Validity(verdict=verdict, complete=complete, incomplete_reason=facts.incomplete_reason,
                         canaries=canaries, rules=rules, counts=counts)

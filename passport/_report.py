@@ -16,7 +16,7 @@ __all__ = ["render_markdown", "headline_lines", "HEADLINE_METRICS"]
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
 _RATES = ("throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s",
-          "concurrency")
+          "goodput.requests_per_s", "goodput.output_tokens_per_s", "concurrency")
 
 
 def _ms(value: float | None) -> str:
@@ -51,9 +51,26 @@ def headline_lines(p: Passport) -> list[str]:
     req = m.get("throughput.requests_per_s")
     if out is not None and out.n:
         lines.append(f"throughput {_num(out.mean)} output tok/s, {_num(req.mean if req else None, 3)} req/s")
+    lines += slo_lines(p)
     for rule in p.validity.rules:
         if rule.status in ("FAIL", "WARN"):
             lines.append(f"{rule.status}: {rule.name}: {rule.message}")
+    return lines
+
+
+def slo_lines(p: Passport) -> list[str]:
+    """The SLO verdict, each target against its measured value, and goodput; empty without an SLO."""
+    slo = p.results.slo
+    if slo is None:
+        return []
+    good = p.results.metrics.get("goodput.requests_per_s")
+    lines = [f"SLO {'met' if slo.met else 'NOT met'}: "
+             + ", ".join(f"{t.name} {_ms(t.measured_s)} ms {'<=' if t.met else '>'} {_ms(t.bound_s)} ms"
+                         if t.measured_s is not None else f"{t.name} undefined (failures) > {_ms(t.bound_s)} ms"
+                         for t in slo.targets)]
+    attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
+    lines.append(f"goodput {_num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
+                 f"{slo.requests_measured} measured requests ({attained}) met every target")
     return lines
 
 
@@ -84,6 +101,15 @@ def render_markdown(p: Passport, folder: Path | None = None) -> str:
         rate = m.get(metric_id)
         if rate is not None:
             out.append(f"| `{metric_id}` | {rate.n} | {_num(rate.mean)} | {_num(rate.min)} | {_num(rate.max)} |")
+    if p.results.slo is not None:
+        out += ["", "## SLO", ""] + [f"- {line}" for line in slo_lines(p)]
+    discard = p.results.discard
+    if discard is not None:
+        out += ["", "## Discarded repetitions (pre-registered rules)", "",
+                f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}.", ""]
+        out += [f"- repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "
+                "requests.parquet and count in no figure" for d in discard.discarded] or ["- none discarded"]
+        out += [f"- `{n['rule']}` could not be evaluated: {n['reason']}" for n in discard.not_evaluable]
     pm = p.results.peak_memory
     out += ["", f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})" if pm.value_bytes is not None
             else f"Peak memory: unknown ({pm.reason})"]

@@ -1,7 +1,8 @@
 """`passport run`: the data flow of DESIGN.md, from a validated spec to a written passport.
 
 Spec -> engine (optional launch) -> identity -> workload -> schedule -> (canaries: issue 4) ->
-timed run -> results from the Parquet files -> validity -> passport.json + report.md.
+declared.json (SLOs, discard rules, realized capacity) -> timed run -> results from the raw
+files -> validity -> passport.json + report.md.
 Library code: it raises our errors and reports progress through a callback; only the CLI
 prints. A bad spec never reaches here; an unreachable endpoint fails before anything is timed.
 """
@@ -53,9 +54,10 @@ from passport._identity import (
     collect_launcher,
     sha256_file,
 )
-from passport._model import CanaryInfo, Override, Passport, SourcedValue
+from passport._model import CanaryInfo, DeclaredInfo, Override, Passport, SourcedValue
 from passport._passport import assemble_passport, write_passport
 from passport._spec import RunSpec
+from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
 __all__ = ["RunOutcome", "execute", "request_params", "ENGINES_WITH_IGNORE_EOS"]
@@ -111,6 +113,17 @@ def _resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tupl
     if probed and isinstance(probed.value, str) and probed.value.endswith(".gguf") and os.path.isfile(probed.value):
         return f"gguf:{probed.value}", "auto: the GGUF the server reports in /props"
     return "none", "auto: no local tokenizer found for this model; lengths are approximate"
+
+
+def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> DeclaredInfo:
+    """Freeze the effective spec and the realized per-sequence context into declared.json."""
+    probed = identity.get("engine.n_ctx_per_slot")
+    capacity = probed.value if probed is not None and isinstance(probed.value, int) else None
+    source = f"{probed.source} ({probed.via})" if capacity is not None and probed is not None else None
+    sha = write_declared(folder, spec.model_dump(mode="json"), capacity, source)
+    info = read_declared(folder)
+    return DeclaredInfo(file=DECLARED_FILE, sha256=sha, written_utc=info.written_utc,
+                        context_tokens_per_sequence=capacity, capacity_source=source)
 
 
 def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, full_text: bool) -> None:
@@ -321,6 +334,7 @@ def execute(
         canaries = CanaryInfo(status="not_run", suite=spec.canaries,
                               reason="canaries are not implemented yet (issue 4)" if spec.canaries != "none"
                               else "the spec declares canaries: none")
+        declared = _declare(folder, spec, identity)
         total = None
         if spec.load.open_loop or spec.load.measure.requests is not None:
             total = schedule.table.num_rows * spec.load.repetitions
@@ -344,7 +358,7 @@ def execute(
         request_set=request_set, tokenizer_note=tok_note, schedule=schedule, params=params,
         max_tokens_is_target=max_tokens_is_target, t0_ns=t0_ns, t0_utc=t0_utc, started_utc=started_utc,
         finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
-        launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION),
+        launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
     )
     write_passport(folder, passport)
     return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

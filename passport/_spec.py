@@ -8,7 +8,6 @@ never silently change a benchmark); the message suggests the closest known name.
 from __future__ import annotations
 
 import difflib
-import re
 from pathlib import Path
 from typing import Any, Literal, Self
 
@@ -17,23 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness import LoadSpec
 from passport._errors import SpecError
+from passport.declared import parse_discard_rule, parse_slo
 from workloads import WorkloadSpec
 
 __all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec",
-           "load_spec", "parse_spec", "parse_duration_s"]
-
-_DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|us|µs|m)?\s*$")
-
-
-def parse_duration_s(value: str | float | int) -> float:
-    """'2s', '200ms', '150us', '1m' or a number of seconds, in seconds."""
-    if isinstance(value, (int, float)):
-        return float(value)
-    match = _DURATION.match(value)
-    if not match:
-        raise ValueError(f"{value!r} is not a duration; write e.g. 2s, 200ms or 0.5")
-    number, unit = float(match.group(1)), match.group(2) or "s"
-    return number * {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "m": 60.0}[unit]
+           "load_spec", "parse_spec"]
 
 
 class _Strict(BaseModel):
@@ -105,18 +92,25 @@ class RunSpec(_Strict):
     load: LoadSpec
     prefix_cache: Literal["cold", "warm"] = "warm"
     canaries: str = "default"
-    slo: dict[str, str | float] = Field(default_factory=dict)
+    slo: dict[str, str | float] = Field(
+        default_factory=dict, description="<metric id>.<stat>: bound, e.g. ttft.any.p99: 2s (see passport.declared).")
+    discard: list[str] = Field(
+        default_factory=list, description="Pre-registered discard rules per repetition (see passport.declared).")
     validity: ValiditySpec = Field(default_factory=ValiditySpec)
     timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
     record_text: Literal["full", "hashes"] = "full"
 
     @field_validator("slo")
     @classmethod
-    def _slo_durations(cls, value: dict[str, str | float]) -> dict[str, str | float]:
-        for key, limit in value.items():
-            parse_duration_s(limit)
-            if key.count(".") < 1:
-                raise ValueError(f"slo key {key!r} must be <metric id>.<stat>, e.g. ttft.any.p99")
+    def _slo_targets(cls, value: dict[str, str | float]) -> dict[str, str | float]:
+        parse_slo(value)
+        return value
+
+    @field_validator("discard")
+    @classmethod
+    def _discard_rules(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_discard_rule(text)
         return value
 
     @model_validator(mode="after")

@@ -8,6 +8,7 @@ before the run and echoed in the protocol.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +36,18 @@ class RunFacts:
     forced: bool
 
 
-def count_outcomes(requests: pa.Table) -> dict[str, int | None]:
+def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
+    """Rows of measured requests, leaving out repetitions discarded by a pre-registered rule."""
+    phase = object_column(requests, "phase")
+    measured: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
+    return measured
+
+
+def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[str, int | None]:
     """Failure counts kept apart (measured requests only); None = not checked by this run."""
     outcome = object_column(requests, "outcome")
-    phase = object_column(requests, "phase")
     kinds = object_column(requests, "timeout_kind")
-    m = phase == "measure"
+    m = _measured(requests, discarded)
     target = object_column(requests, "max_tokens_is_target")
     completion = numeric_column(requests, "completion_tokens")
     wanted = numeric_column(requests, "max_tokens")
@@ -71,18 +78,19 @@ def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
                       recommendation=None if passed else recommendation)
 
 
-def offered_and_achieved_rates(requests: pa.Table) -> tuple[float | None, float | None]:
+def offered_and_achieved_rates(requests: pa.Table,
+                               discarded: Sequence[int] = ()) -> tuple[float | None, float | None]:
     """Measured requests: (scheduled arrivals per s over their intended span, successful
     completions per s over their end span). A server that keeps up completes as fast as it is
     offered; one that saturates stretches the completions. Per repetition, then averaged."""
-    phase = object_column(requests, "phase")
+    measured = _measured(requests, discarded)
     outcome = object_column(requests, "outcome")
     rep = object_column(requests, "repetition")
     intended = numeric_column(requests, "intended_ns")
     end = numeric_column(requests, "end_ns")
     offered, achieved = [], []
-    for r in set(rep[phase == "measure"].tolist()):
-        m = (phase == "measure") & (rep == r)
+    for r in set(rep[measured].tolist()):
+        m = measured & (rep == r)
         ok = m & np.isin(outcome, SUCCESS_OUTCOMES) & np.isfinite(end)
         if m.sum() < 3 or ok.sum() < 3:
             continue
@@ -172,6 +180,16 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
                        "input lengths exact under the model's tokenizer" if facts.exact_lengths
                        else "no tokenizer: input lengths are approximate (one token per word)",
                        "set workload.tokenizer to a tokenizer folder or gguf:<file>", soft=True))
+    discard = results.get("discard")
+    if discard is not None:
+        gone = discard["discarded"]
+        unjudged = "; ".join(f"{d['rule']!r} not evaluable: {d['reason']}" for d in discard["not_evaluable"])
+        detail = ", ".join(f"repetition {d['repetition']} by {d['rule']!r} ({d['message']})" for d in gone)
+        rules.append(_rule(
+            "discard_rules", not gone, len(gone), 0,
+            (f"discarded {detail}" if gone else f"{len(discard['rules'])} pre-registered rule(s) discarded nothing")
+            + (f"; {unjudged}" if unjudged else ""),
+            "the results leave the discarded repetitions out; their requests stay in requests.parquet", soft=True))
     if facts.git_dirty is not None:
         rules.append(_rule("harness_clean", not facts.git_dirty, "dirty" if facts.git_dirty else "clean", "clean",
                            "the harness source has uncommitted changes" if facts.git_dirty

@@ -74,7 +74,7 @@ def _parser() -> argparse.ArgumentParser:
                     "measured value. Exit 0 when all pass, 1 when any fails, 2 when a condition is not understood.",
         epilog="conditions: <name> <op> <value>, e.g.\n"
                "  'ttft.any.p99 < 2s'   'itl.chunk.p50 <= 50ms'   'error_rate < 0.5%'\n"
-               "  'canaries == pass'    'verdict == VALID'        'outcomes.timeout == 0'\n"
+               "  'canaries == pass'    'verdict == VALID'        'outcomes.timeout == 0'    'slo == met'\n"
                "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

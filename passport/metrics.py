@@ -1,10 +1,10 @@
-"""Metric definitions and their computation from a run folder's Parquet files, nothing else.
+"""Metric definitions and the primitives that compute them from a run folder's Parquet files.
 
 This module is the one place a metric is defined. Each id has a version, a unit and a one-line
-definition; `compute_results(run_dir)` recomputes every figure of a passport's `results` from
-`requests.parquet`, `chunks.parquet` and `telemetry.parquet` (or their `.parts/` folders, if a
-run was killed). It needs numpy and pyarrow only, so an auditor can run it without the load
-generator or an endpoint.
+definition; the functions here turn `requests.parquet` and `chunks.parquet` (or their `.parts/`
+folders, if a run was killed) into per-request samples and summaries. `passport.results`
+assembles a passport's `results` from them. numpy and pyarrow only, so an auditor can run it
+without the load generator or an endpoint.
 
 Conventions:
 - Only requests with `phase == "measure"` count; warm-up requests never do.
@@ -29,8 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "compute_results", "stat", "SUCCESS_OUTCOMES",
-           "numeric_column", "object_column", "request_latencies", "itl_gaps"]
+__all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "stat", "SUCCESS_OUTCOMES",
+           "numeric_column", "object_column", "request_latencies", "itl_gaps", "itl_gaps_by_request",
+           "REQUEST_LATENCY_IDS"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -72,6 +73,11 @@ _DEFS = [
               "prompt + completion tokens of successful measured requests / window duration"),
     MetricDef("throughput.requests_per_s", 1, "requests/s", "rate",
               "successful measured requests / window duration"),
+    MetricDef("goodput.requests_per_s", 1, "requests/s", "rate",
+              "measured requests that succeeded and met every declared SLO target / window duration "
+              "(only when the spec declares `slo`)"),
+    MetricDef("goodput.output_tokens_per_s", 1, "tokens/s", "rate",
+              "completion tokens of the requests counted by goodput.requests_per_s / window duration"),
     MetricDef("concurrency", 1, "requests", "level",
               "requests in flight (sent..end, any phase) over the window: mean is time-weighted, "
               "max is the peak"),
@@ -86,6 +92,7 @@ _LATENCY_COLUMNS = {
     "e2e": ("end_ns", "sent_ns"),
     "e2e.sched": ("end_ns", "intended_ns"),
 }
+REQUEST_LATENCY_IDS = tuple(_LATENCY_COLUMNS)  # one value per request, from two timestamps
 
 
 def load_table(run_dir: Path, name: str) -> pa.Table | None:
@@ -170,30 +177,6 @@ def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> dict[s
     return out
 
 
-def _rate_stat(values: list[float]) -> dict[str, Any]:
-    arr = np.array(values, dtype=np.float64)
-    arr = arr[np.isfinite(arr)]
-    if not len(arr):
-        return {"n": 0}
-    return {"n": int(len(arr)), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
-            "min": float(arr.min()), "max": float(arr.max())}
-
-
-def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[float, int]:
-    """Time-weighted mean and max of overlapping [start, end) intervals within [lo, hi]."""
-    starts, ends = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
-    keep = ends > starts
-    times = np.concatenate([starts[keep], ends[keep]])
-    steps = np.concatenate([np.ones(keep.sum()), -np.ones(keep.sum())])
-    order = np.lexsort((steps, times))  # at equal times, ends (-1) before starts
-    times, steps = times[order], steps[order]
-    level = np.cumsum(steps)
-    if not len(times) or hi <= lo:
-        return 0.0, 0
-    area = float(np.sum(level[:-1] * np.diff(times)))
-    return area / (hi - lo), int(level.max())
-
-
 def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
     """Each per-request latency metric, in seconds, one value per row of `requests` (NaN where
     the event never happened): the `*.sched`, `ttft.*` and `e2e` ids, `tpot` and `dispatch_lag`."""
@@ -211,11 +194,11 @@ def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
     return out
 
 
-def itl_gaps(chunks: pa.Table | None, request_ids: np.ndarray) -> list[np.ndarray]:
-    """`itl.chunk` samples grouped by request: for each of `request_ids` that streamed tokens
-    (in ascending id order), the gaps in seconds between its consecutive token-bearing chunks."""
+def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dict[int, np.ndarray]:
+    """`itl.chunk` samples by request: for each of `request_ids` that streamed tokens, the gaps in
+    seconds between its consecutive token-bearing chunks (in ascending request id order)."""
     if chunks is None or not chunks.num_rows:
-        return []
+        return {}
     c_rid = numeric_column(chunks, "request_id")
     mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
     mask &= np.isin(c_rid, request_ids)
@@ -224,112 +207,9 @@ def itl_gaps(chunks: pa.Table | None, request_ids: np.ndarray) -> list[np.ndarra
     c_rid, c_t = c_rid[order], c_t[order]
     starts = np.flatnonzero(np.r_[True, c_rid[1:] != c_rid[:-1]]) if len(c_rid) else np.zeros(0, dtype=np.int64)
     ends = np.r_[starts[1:], len(c_rid)].astype(np.int64)
-    return [np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())]
+    return {int(c_rid[a]): np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())}
 
 
-def compute_results(run_dir: Path) -> dict[str, Any]:
-    """Every figure of `results` (see Results in _model.py), recomputed from the raw files."""
-    run_dir = Path(run_dir)
-    requests = load_table(run_dir, "requests")
-    if requests is None:
-        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
-    chunks = load_table(run_dir, "chunks")
-    telemetry = load_table(run_dir, "telemetry")
-
-    outcome = object_column(requests, "outcome")
-    phase = object_column(requests, "phase")
-    rep = numeric_column(requests, "repetition")
-    measured = phase == "measure"
-    success = np.isin(outcome, SUCCESS_OUTCOMES)
-    ok_m = measured & success
-    failed_m = measured & ~success
-    n_failed = int(failed_m.sum())
-
-    metrics: dict[str, Any] = {}
-    inclusive: dict[str, Any] = {}
-    latencies = request_latencies(requests)
-    for metric_id in _LATENCY_COLUMNS:
-        metrics[metric_id] = stat(latencies[metric_id][ok_m])
-        if METRICS[metric_id].failure_inclusive:
-            inclusive[metric_id] = stat(latencies[metric_id][ok_m], n_failed)
-    lag = latencies["dispatch_lag"]
-    metrics["dispatch_lag"] = stat(lag[measured & np.isfinite(lag)])
-    metrics["tpot"] = stat(latencies["tpot"][ok_m])
-    completion = numeric_column(requests, "completion_tokens")
-    prompt = numeric_column(requests, "prompt_tokens")
-
-    gaps = itl_gaps(chunks, numeric_column(requests, "request_id")[ok_m])
-    itl = np.concatenate(gaps) if gaps else np.zeros(0)
-    metrics["itl.chunk"] = stat(itl)
-
-    sent, end = numeric_column(requests, "sent_ns"), numeric_column(requests, "end_ns")
-    windows: list[dict[str, Any]] = []
-    rates: dict[str, list[float]] = {k: [] for k in ("throughput.output_tokens_per_s",
-                                                     "throughput.total_tokens_per_s",
-                                                     "throughput.requests_per_s")}
-    conc_means: list[float] = []
-    conc_max = 0
-    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
-        in_rep = rep == r
-        m = measured & in_rep & np.isfinite(sent)
-        if not m.any():
-            windows.append({"repetition": r, "start_ns": None, "end_ns": None, "duration_s": None,
-                            "measured_requests": 0})
-            continue
-        lo, hi = float(np.nanmin(sent[m])), float(np.nanmax(end[m]))
-        duration_s = (hi - lo) / 1e9
-        windows.append({"repetition": r, "start_ns": int(lo), "end_ns": int(hi), "duration_s": duration_s,
-                        "measured_requests": int((measured & in_rep).sum())})
-        good = ok_m & in_rep
-        if duration_s > 0:
-            rates["throughput.output_tokens_per_s"].append(float(np.nansum(completion[good])) / duration_s)
-            rates["throughput.total_tokens_per_s"].append(
-                float(np.nansum(completion[good]) + np.nansum(prompt[good])) / duration_s)
-            rates["throughput.requests_per_s"].append(float(good.sum()) / duration_s)
-        valid = in_rep & np.isfinite(sent) & np.isfinite(end)
-        mean_c, max_c = _time_weighted(sent[valid], end[valid], lo, hi)
-        conc_means.append(mean_c)
-        conc_max = max(conc_max, max_c)
-    for key, values in rates.items():
-        metrics[key] = _rate_stat(values)
-    metrics["concurrency"] = _rate_stat(conc_means)
-    if conc_means:
-        metrics["concurrency"]["max"] = float(conc_max)
-
-    outcomes = {str(k): int(v) for k, v in zip(*np.unique(outcome[measured].astype(str), return_counts=True))}
-
-    peak: dict[str, Any] = {"value_bytes": None, "source": None,
-                            "reason": "no engine process was launched by the harness, and server memory "
-                                      "telemetry is not collected yet"}
-    cpu_mean = cpu_max = lag_p99 = None
-    restarts = None
-    if telemetry is not None and telemetry.num_rows:
-        source = object_column(telemetry, "source")
-        name = object_column(telemetry, "name")
-        value = numeric_column(telemetry, "value")
-        rss = value[(source == "engine") & (name == "rss_bytes")]
-        if len(rss):
-            peak = {"value_bytes": int(rss.max()), "source": "engine process tree RSS (psutil)", "reason": None}
-        if ((source == "engine") & (name == "launched")).any():
-            restarts = int(((source == "engine") & (name == "exit")).sum())
-        cpu = value[(source == "client") & (name == "cpu_share")]
-        if len(cpu):
-            cpu_mean, cpu_max = float(cpu.mean()), float(cpu.max())
-        lag = value[(source == "client") & (name == "loop_lag_ms")]
-        if len(lag):
-            lag_p99 = float(np.percentile(lag, 99))
-    dispatch_p99 = metrics["dispatch_lag"].get("p99")
-    return {
-        "metrics": metrics,
-        "metrics_failure_inclusive": inclusive,
-        "outcomes": outcomes,
-        "windows": windows,
-        "peak_memory": peak,
-        "engine_restarts": restarts,
-        "client": {
-            "cpu_share_mean": cpu_mean,
-            "cpu_share_max": cpu_max,
-            "loop_lag_p99_ms": lag_p99,
-            "dispatch_lag_p99_ms": None if dispatch_p99 is None else dispatch_p99 * 1000.0,
-        },
-    }
+def itl_gaps(chunks: pa.Table | None, request_ids: np.ndarray) -> list[np.ndarray]:
+    """The values of `itl_gaps_by_request`: one array of gaps per request that streamed tokens."""
+    return list(itl_gaps_by_request(chunks, request_ids).values())

@@ -1,8 +1,9 @@
 """`passport verify RUN_DIR`: recompute a passport's results and check every file's hash.
 
 For auditors: it reads `passport.json` as plain JSON, checks the schema version and the sha256
-of every raw file it lists, recomputes `results` from the Parquet files with
-`passport.metrics` (numpy and pyarrow only; nothing from the load generator), and reports
+of every raw file it lists, checks that the SLOs and discard rules in the protocol are those
+frozen in declared.json before the first timed request, recomputes `results` from the raw files
+with `passport.results` (numpy and pyarrow only; nothing from the load generator), and reports
 each difference. An empty list means "verified".
 """
 
@@ -15,7 +16,8 @@ from typing import Any
 
 from passport._identity import sha256_file
 from passport._model import SUPPORTED_SCHEMA_VERSIONS
-from passport.metrics import compute_results
+from passport.declared import DECLARED_FILE
+from passport.results import compute_results
 
 __all__ = ["verify_run", "diff_values"]
 
@@ -46,6 +48,28 @@ def diff_values(expected: Any, actual: Any, path: str = "results") -> list[str]:
     return [f"{path}: passport says {expected!r}, raw logs give {actual!r}"]
 
 
+def _check_declarations(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+    """The passport's SLOs and discard rules must be those frozen in declared.json before the run."""
+    effective = (passport.get("protocol") or {}).get("effective") or {}
+    declared_info = (passport.get("protocol") or {}).get("declared")
+    path = run_dir / DECLARED_FILE
+    if not path.is_file():
+        if effective.get("slo") or effective.get("discard"):
+            return [f"the protocol declares SLOs or discard rules but {DECLARED_FILE} is missing: nothing shows "
+                    "they were declared before the run, and results are recomputed without them"]
+        return []
+    problems = []
+    if declared_info and sha256_file(path) != declared_info.get("sha256"):
+        problems.append(f"{DECLARED_FILE}: sha256 differs from protocol.declared (the declarations were changed)")
+    frozen = json.loads(path.read_text()).get("spec") or {}
+    for key in ("slo", "discard"):
+        if (effective.get(key) or None) != (frozen.get(key) or None):
+            problems.append(f"protocol.effective.{key} is {effective.get(key)!r} but {DECLARED_FILE}, written before "
+                            f"the first timed request, declares {frozen.get(key)!r}: rules added after the run "
+                            "are not applied")
+    return problems
+
+
 def verify_run(run_dir: Path) -> list[str]:
     """Every difference between the passport and what its raw files say (empty: verified)."""
     run_dir = Path(run_dir)
@@ -64,6 +88,7 @@ def verify_run(run_dir: Path) -> list[str]:
             problems.append(f"{name}: listed in the passport but missing")
         elif sha256_file(file_path) != entry["sha256"]:
             problems.append(f"{name}: sha256 differs from the passport (the file was changed)")
+    problems += _check_declarations(run_dir, passport)
     try:
         recomputed = json.loads(json.dumps(compute_results(run_dir)))
     except (OSError, KeyError, ValueError) as exc:

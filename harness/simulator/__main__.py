@@ -19,7 +19,8 @@ def main() -> None:
     parser.add_argument("--itl-jitter-ms", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="sim-model")
-    parser.add_argument("--max-concurrency", type=int, default=None)
+    parser.add_argument("--max-concurrency", type=int, default=None, help="reject (429) beyond this many streams")
+    parser.add_argument("--slots", type=int, default=None, help="generate at most this many streams; queue the rest")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
     parser.add_argument("--drop-reused", action="store_true",
@@ -39,7 +40,7 @@ def main() -> None:
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
         max_concurrency=args.max_concurrency, faults=faults,
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
-        drop_reused=args.drop_reused,
+        drop_reused=args.drop_reused, slots=args.slots,
     )
     context = None
     if args.tls_cert:

@@ -28,7 +28,9 @@ class SimConfig:
     `eos_after_tokens`: stop with finish_reason "stop" after that many tokens unless the request
     sets `ignore_eos` (None: always run to max_tokens). `drop_reused`: close, without a byte,
     any request that arrives on a connection that already served one (a keep-alive connection
-    the server has given up on, as llama-server does after each stream).
+    the server has given up on, as llama-server does after each stream). `slots`: at most that
+    many requests generate at once; the others wait in arrival order (as llama-server's slots do),
+    so offered load above slots / service time queues up: a known saturation point for sweeps.
     """
 
     ttft_ms: float = 20.0
@@ -45,6 +47,7 @@ class SimConfig:
     eos_after_tokens: int | None = None
     usage_in_stream: bool = True
     drop_reused: bool = False
+    slots: int | None = None
 
 
 class _State:
@@ -53,6 +56,7 @@ class _State:
         self.rng = np.random.default_rng(config.seed)
         self.count = 0
         self.active = 0
+        self.slots = asyncio.Semaphore(config.slots) if config.slots else None
 
     def delay_s(self, mean_ms: float, jitter_ms: float) -> float:
         if jitter_ms <= 0 or mean_ms <= 0:
@@ -169,6 +173,8 @@ class _SimProtocol(asyncio.Protocol):
         prompt_tokens = len(str(prompt).split())
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
         assert self.transport is not None
+        if state.slots is not None:
+            await state.slots.acquire()
         state.active += 1
         try:
             self.transport.write(
@@ -223,6 +229,8 @@ class _SimProtocol(asyncio.Protocol):
             self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
         finally:
             state.active -= 1
+            if state.slots is not None:
+                state.slots.release()
 
     @staticmethod
     def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA
-from passport.metrics import compute_results, stat
+from passport.metrics import stat
+from passport.results import compute_results
 
 MS = 1_000_000
 

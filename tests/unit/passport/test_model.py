@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from passport import Passport, RunFolderError, read_passport
+from passport._model import SCHEMA_VERSION
 from passport._schema import SCHEMA_PATH, render_schema
 
 
@@ -16,7 +17,16 @@ def test_committed_json_schema_matches_the_model() -> None:
 def test_schema_declares_the_four_parts() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     assert {"identity", "protocol", "validity", "results", "files"} <= set(schema["required"])
-    assert schema["properties"]["schema_version"]["default"] == "1.0"
+    assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION == "1.1"
+
+
+def test_a_1_0_passport_without_the_1_1_fields_still_reads(sample_passport: Passport, tmp_path: Path) -> None:
+    data = json.loads(sample_passport.model_dump_json())
+    data["schema_version"] = "1.0"
+    del data["protocol"]["declared"], data["results"]["slo"], data["results"]["discard"]
+    (tmp_path / "passport.json").write_text(json.dumps(data))
+    old = read_passport(tmp_path)
+    assert old.schema_version == "1.0" and old.results.slo is None and old.protocol.declared is None
 
 
 def test_unknown_schema_version_is_refused_by_name(tmp_path: Path) -> None:

@@ -1,0 +1,138 @@
+"""Pre-registered discard rules, evaluated per repetition over the raw logs.
+
+The rules come from `declared.json` (see `passport.declared`), written before the first timed
+request. A discarded repetition stays in the raw files; `passport.results` leaves its requests
+out of every figure and lists it with the rule that discarded it and the value that triggered
+it. A rule that cannot be evaluated (e.g. capacity when the engine did not report one) discards
+nothing and is listed as not evaluable, with the reason.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from passport.declared import Declarations, DiscardRule
+from passport.metrics import SUCCESS_OUTCOMES, numeric_column, object_column, stat
+
+__all__ = ["RepetitionData", "evaluate_discards", "OOM_PATTERN"]
+
+OOM_PATTERN = re.compile(r"out of memory|outofmemory|memoryerror|std::bad_alloc|failed to allocate|oom[- ]kill",
+                         re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RepetitionData:
+    """What the rules read, one row per request of the run (all phases)."""
+
+    requests: pa.Table
+    telemetry: pa.Table | None
+    engine_log: str
+    latencies: dict[str, np.ndarray]
+    itl_by_request: dict[int, np.ndarray]
+
+
+def _engine_exit_repetitions(data: RepetitionData, rep: np.ndarray) -> set[int]:
+    """Repetitions during which the launched engine exited: the last one started before the exit."""
+    if data.telemetry is None or not data.telemetry.num_rows:
+        return set()
+    source, name = object_column(data.telemetry, "source"), object_column(data.telemetry, "name")
+    exits = numeric_column(data.telemetry, "t_ns")[(source == "engine") & (name == "exit")]
+    start = np.fmin(numeric_column(data.requests, "sent_ns"), numeric_column(data.requests, "intended_ns"))
+    starts = {int(r): float(np.nanmin(start[rep == r])) for r in np.unique(rep[np.isfinite(rep)])}
+    hit = set()
+    for t in exits.tolist():
+        begun = [r for r, s in starts.items() if s <= t]
+        if begun:
+            hit.add(max(begun))
+    return hit
+
+
+def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, measured: np.ndarray,
+              success: np.ndarray, exited: set[int]) -> tuple[bool, Any, str] | None:
+    """(discard?, measured value, message) for one rule and repetition; None: not evaluable."""
+    in_rep = rep == r
+    m = in_rep & measured
+    if rule.kind == "engine_exited":
+        hit = r in exited
+        return hit, hit, "the launched engine exited during this repetition" if hit else "engine stayed up"
+    if rule.kind == "out_of_memory":
+        errors = object_column(data.requests, "error")[in_rep]
+        failed_oom = sum(1 for e in errors if isinstance(e, str) and OOM_PATTERN.search(e))
+        log_oom = r in exited and bool(OOM_PATTERN.search(data.engine_log))
+        hit = failed_oom > 0 or log_oom
+        why = (f"{failed_oom} request(s) failed with an out-of-memory error" if failed_oom
+               else "the engine exited and engine.log reports running out of memory" if log_oom
+               else "no out-of-memory error")
+        return hit, hit, why
+    if rule.kind == "capacity_below_workload":
+        return None
+    n = int(m.sum())
+    if rule.kind == "error_rate":
+        if n == 0:
+            return None
+        rate = float((m & ~success).sum()) / n
+        assert rule.value is not None
+        hit = rate > rule.value if rule.op == ">" else rate >= rule.value
+        return hit, round(rate, 6), f"error rate {rate:.2%} of {n} measured requests"
+    assert rule.metric is not None and rule.stat is not None and rule.value is not None
+    ok = m & success
+    if rule.metric == "itl.chunk":
+        ids = numeric_column(data.requests, "request_id")[ok]
+        parts = [data.itl_by_request[int(i)] for i in ids.tolist() if int(i) in data.itl_by_request]
+        samples = np.concatenate(parts) if parts else np.zeros(0)
+    else:
+        samples = data.latencies[rule.metric][ok]
+    value = stat(samples, with_ci=False).get(rule.stat)
+    if value is None:
+        return None
+    hit = value > rule.value if rule.op == ">" else value >= rule.value
+    return hit, float(value), f"{rule.metric}.{rule.stat} = {value * 1000:.3f} ms over this repetition"
+
+
+def _capacity(r: int, data: RepetitionData, rep: np.ndarray,
+              decl: Declarations) -> tuple[bool, Any, str] | None:
+    capacity = decl.context_tokens_per_sequence
+    if capacity is None:
+        return None
+    in_rep = rep == r
+    prompt = np.fmax(numeric_column(data.requests, "prompt_tokens"),
+                     numeric_column(data.requests, "input_tokens_client"))
+    need = prompt + np.nan_to_num(numeric_column(data.requests, "max_tokens"), nan=0.0)
+    largest = float(np.nanmax(need[in_rep])) if np.isfinite(need[in_rep]).any() else 0.0
+    hit = largest > capacity
+    return hit, int(largest), (f"largest request needs {int(largest)} tokens; the engine realized {capacity} "
+                               "per sequence")
+
+
+def evaluate_discards(decl: Declarations, data: RepetitionData) -> dict[str, Any]:
+    """{"rules", "discarded": [{repetition, rule, measured, message}], "not_evaluable": [{rule, reason}]}."""
+    requests = data.requests
+    rep = numeric_column(requests, "repetition")
+    measured = object_column(requests, "phase") == "measure"
+    success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
+    exited = _engine_exit_repetitions(data, rep) if any(
+        r.kind in ("engine_exited", "out_of_memory") for r in decl.discard) else set()
+    discarded: list[dict[str, Any]] = []
+    not_evaluable: dict[str, str] = {}
+    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
+        for rule in decl.discard:
+            if rule.kind == "capacity_below_workload":
+                outcome = _capacity(r, data, rep, decl)
+                reason = "the engine reported no per-sequence context capacity"
+            else:
+                outcome = _evaluate(rule, r, data, rep, measured, success, exited)
+                reason = "the repetition has no value for it"
+            if outcome is None:
+                not_evaluable.setdefault(rule.text, reason)
+                continue
+            hit, value, message = outcome
+            if hit:
+                discarded.append({"repetition": r, "rule": rule.text, "measured": value, "message": message})
+                break
+    return {"rules": [r.text for r in decl.discard], "discarded": discarded,
+            "not_evaluable": [{"rule": k, "reason": v} for k, v in not_evaluable.items()]}

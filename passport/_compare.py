@@ -25,14 +25,7 @@ import numpy as np
 from passport._errors import PassportError
 from passport._model import Passport
 from passport._passport import read_passport
-from passport.metrics import (
-    SUCCESS_OUTCOMES,
-    itl_gaps,
-    load_table,
-    numeric_column,
-    object_column,
-    request_latencies,
-)
+from passport.results import discarded_repetitions, per_request_samples
 
 __all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison"]
 
@@ -81,20 +74,6 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     }
 
 
-def _per_request(run: Path) -> dict[str, list[np.ndarray]]:
-    """Samples per successful measured request, by metric id (one value each, or ITL gaps),
-    as `passport.metrics` defines them."""
-    requests = load_table(run, "requests")
-    assert requests is not None
-    keep = (object_column(requests, "phase") == "measure") & np.isin(object_column(requests, "outcome"),
-                                                                     SUCCESS_OUTCOMES)
-    latencies = request_latencies(requests)
-    samples = {metric: [np.array([v]) for v in latencies[metric][keep] if np.isfinite(v)]
-               for metric in LATENCIES if metric != "itl.chunk"}
-    samples["itl.chunk"] = itl_gaps(load_table(run, "chunks"), numeric_column(requests, "request_id")[keep])
-    return samples
-
-
 def _bootstrap_diff(base: list[np.ndarray], other: list[np.ndarray], q: float,
                     rng: np.random.Generator) -> tuple[float, float, float, float] | None:
     """(base stat, other stat, ci low, ci high) of other - base for percentile q; samples are
@@ -127,7 +106,8 @@ def _verdict(ci: tuple[float, float] | None, lower_is_better: bool = True) -> st
 def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
                   seed: int) -> list[MetricComparison]:
     rng = np.random.default_rng(seed)
-    base, other = _per_request(base_run), _per_request(other_run)
+    base = per_request_samples(base_run, discarded_repetitions(base_p), LATENCIES)
+    other = per_request_samples(other_run, discarded_repetitions(other_p), LATENCIES)
     out: list[MetricComparison] = []
     for metric in LATENCIES:
         base_samples, other_samples = base[metric], other[metric]

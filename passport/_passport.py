@@ -2,8 +2,8 @@
 
 `assemble_passport` builds the four parts: identity (collected), protocol (declared and
 effective), results (recomputed from the Parquet files by `passport.metrics`, never from
-memory), validity (rules over those results). `write_passport` writes `passport.json` and
-`report.md`; `read_passport` refuses an unknown schema version.
+memory), validity (rules over those results). `write_passport` writes `passport.json`,
+`report.md` and `report.html`; `read_passport` refuses an unknown schema version.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from passport._model import (
     Validity,
     WorkloadInfo,
 )
-from passport._report import render_markdown
+from passport._report import run_report_blocks, write_reports
 from passport._spec import RunSpec
 from passport._validity import RunFacts, count_outcomes, evaluate, offered_and_achieved_rates, verdict_of
 from passport.metrics import METRICS, load_table
@@ -148,12 +148,12 @@ def assemble_passport(
 
 
 def write_passport(folder: Path, passport: Passport) -> Path:
-    """Write passport.json (atomically) and report.md; returns the passport's path."""
+    """Write passport.json (atomically), report.md and report.html; returns the passport's path."""
     path = folder / "passport.json"
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(passport.model_dump_json(indent=2) + "\n")
     tmp.replace(path)
-    (folder / "report.md").write_text(render_markdown(passport, folder))
+    write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
     return path
 
 

@@ -1,35 +1,40 @@
-"""The human-readable side of a passport: report.md and the CLI's headline lines.
+"""The human-readable side of a passport: report.md, report.html (with plots) and the CLI's
+headline lines.
 
 Verdicts are reported as MLPerf LoadGen does: "Result is: VALID", one line per rule, then
-recommendations for whatever failed. Latencies are shown in milliseconds; the passport keeps
-seconds.
+recommendations for whatever failed. A reader sees at a glance the verdict, the headline
+numbers and every caveat (a failed or skipped rule, an unmet SLO, a discarded repetition, an
+incomplete run, state that was not controlled). Latencies are shown in milliseconds; the
+passport keeps seconds. Both files render the same blocks (`passport._doc`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+import numpy as np
+
+from passport._doc import Block, Bullets, Heading, Image, Para, Table, Verdict, to_html, to_markdown
 from passport._model import Passport, Stat
+from passport._plots import CDF_METRICS, latency_cdfs, timeline
+from passport.metrics import load_table
+from passport.results import discarded_repetitions, per_request_samples
 
-__all__ = ["render_markdown", "headline_lines", "HEADLINE_METRICS"]
+__all__ = ["run_report_blocks", "write_reports", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
+           "ms"]
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
 _RATES = ("throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s",
           "goodput.requests_per_s", "goodput.output_tokens_per_s", "concurrency")
 
 
-def _ms(value: float | None) -> str:
+def ms(value: float | None) -> str:
+    """Seconds as milliseconds with two decimals, or an em dash for no value."""
     return "—" if value is None else f"{value * 1000:.2f}"
 
 
 def _num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
-
-
-def _stat_row(metric_id: str, s: Stat) -> str:
-    return (f"| `{metric_id}` | {s.n} | {_ms(s.p50)} | {_ms(s.p90)} | {_ms(s.p99)} | {_ms(s.mean)} | "
-            f"{_ms(s.max)} |")
 
 
 def headline_lines(p: Passport) -> list[str]:
@@ -46,7 +51,7 @@ def headline_lines(p: Passport) -> list[str]:
     for metric_id in ("ttft.any", "itl.chunk", "tpot", "e2e"):
         s = m.get(metric_id)
         if s is not None and s.n:
-            lines.append(f"{metric_id:<10} p50 {_ms(s.p50):>9} ms   p99 {_ms(s.p99):>9} ms   (n={s.n})")
+            lines.append(f"{metric_id:<10} p50 {ms(s.p50):>9} ms   p99 {ms(s.p99):>9} ms   (n={s.n})")
     out = m.get("throughput.output_tokens_per_s")
     req = m.get("throughput.requests_per_s")
     if out is not None and out.n:
@@ -65,8 +70,8 @@ def slo_lines(p: Passport) -> list[str]:
         return []
     good = p.results.metrics.get("goodput.requests_per_s")
     lines = [f"SLO {'met' if slo.met else 'NOT met'}: "
-             + ", ".join(f"{t.name} {_ms(t.measured_s)} ms {'<=' if t.met else '>'} {_ms(t.bound_s)} ms"
-                         if t.measured_s is not None else f"{t.name} undefined (failures) > {_ms(t.bound_s)} ms"
+             + ", ".join(f"{t.name} {ms(t.measured_s)} ms {'<=' if t.met else '>'} {ms(t.bound_s)} ms"
+                         if t.measured_s is not None else f"{t.name} undefined (failures) > {ms(t.bound_s)} ms"
                          for t in slo.targets)]
     attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
     lines.append(f"goodput {_num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
@@ -74,81 +79,167 @@ def slo_lines(p: Passport) -> list[str]:
     return lines
 
 
-def _value(v: Any) -> str:
+def caveats(p: Passport) -> list[str]:
+    """Everything a reader must know before trusting the figures, one line each."""
+    out = []
+    if not p.validity.complete:
+        out.append(f"**Incomplete:** {p.validity.incomplete_reason}; the figures cover only what was sent.")
+    if p.validity.forced:
+        out.append("**Forced:** the canaries failed and the timing ran anyway (--force).")
+    for r in p.validity.rules:
+        if r.status != "PASS":
+            out.append(f"{r.status} `{r.name}`: {r.message}")
+    if p.results.slo is not None and not p.results.slo.met:
+        out.append("the declared SLO was not met: " + slo_lines(p)[0].removeprefix("SLO NOT met: "))
+    if not p.protocol.prefix_cache.get("enforced"):
+        out.append(f"prefix-cache state `{p.protocol.prefix_cache.get('declared')}` was declared but not enforced: "
+                   f"{p.protocol.prefix_cache.get('reason', '')}")
+    if p.results.peak_memory.value_bytes is None:
+        out.append(f"peak memory unknown: {p.results.peak_memory.reason}")
+    return out
+
+
+def _stat_row(metric_id: str, s: Stat) -> list[str]:
+    return [f"`{metric_id}`", str(s.n), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.mean), ms(s.max)]
+
+
+def _value(v: object) -> str:
     text = str(v)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def render_markdown(p: Passport, folder: Path | None = None) -> str:
-    """report.md: verdict, headline numbers, validity rules, counts, identity, protocol, files."""
+def _results_blocks(p: Passport) -> list[Block]:
     m = p.results.metrics
-    out: list[str] = [f"# Passport: {p.name}", "", f"**Result is: {p.verdict}**", ""]
-    out.append(f"Run `{p.run_id}`, finished {p.created_utc}; schema {p.schema_version}.")
-    if not p.validity.complete:
-        out.append(f"**Incomplete:** {p.validity.incomplete_reason}. The figures cover only what was sent.")
-    out += ["", "## Latency (ms)", "", "| metric | n | p50 | p90 | p99 | mean | max |", "|---|---|---|---|---|---|---|"]
-    for metric_id in HEADLINE_METRICS:
-        if metric_id in m:
-            out.append(_stat_row(metric_id, m[metric_id]))
+    blocks: list[Block] = [
+        Heading("Latency (ms)"),
+        Table(["metric", "n", "p50", "p90", "p99", "mean", "max"],
+              [_stat_row(k, m[k]) for k in HEADLINE_METRICS if k in m]),
+    ]
     fi = p.results.metrics_failure_inclusive
     if any(s.n_failed for s in fi.values()):
-        out += ["", "Failure-inclusive (each failed request counts as infinitely slow):", "",
-                "| metric | n | failed | p50 | p90 | p99 |", "|---|---|---|---|---|---|"]
-        for metric_id, s in fi.items():
-            out.append(f"| `{metric_id}` | {s.n} | {s.n_failed or 0} | {_ms(s.p50)} | {_ms(s.p90)} | {_ms(s.p99)} |")
-    out += ["", "## Throughput", "", "| metric | repetitions | mean | min | max |", "|---|---|---|---|---|"]
-    for metric_id in _RATES:
-        rate = m.get(metric_id)
-        if rate is not None:
-            out.append(f"| `{metric_id}` | {rate.n} | {_num(rate.mean)} | {_num(rate.min)} | {_num(rate.max)} |")
+        blocks += [Para("Failure-inclusive (each failed request counts as infinitely slow):"),
+                   Table(["metric", "n", "failed", "p50", "p90", "p99"],
+                         [[f"`{k}`", str(s.n), str(s.n_failed or 0), ms(s.p50), ms(s.p90), ms(s.p99)]
+                          for k, s in fi.items()])]
+    blocks += [Heading("Throughput"),
+               Table(["metric", "repetitions", "mean", "min", "max"],
+                     [[f"`{k}`", str(m[k].n), _num(m[k].mean), _num(m[k].min), _num(m[k].max)]
+                      for k in _RATES if k in m])]
     if p.results.slo is not None:
-        out += ["", "## SLO", ""] + [f"- {line}" for line in slo_lines(p)]
+        blocks += [Heading("SLO"), Bullets(slo_lines(p))]
     discard = p.results.discard
     if discard is not None:
-        out += ["", "## Discarded repetitions (pre-registered rules)", "",
-                f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}.", ""]
-        out += [f"- repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "
-                "requests.parquet and count in no figure" for d in discard.discarded] or ["- none discarded"]
-        out += [f"- `{n['rule']}` could not be evaluated: {n['reason']}" for n in discard.not_evaluable]
+        items = [f"repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "
+                 "requests.parquet and count in no figure" for d in discard.discarded] or ["none discarded"]
+        items += [f"`{n['rule']}` could not be evaluated: {n['reason']}" for n in discard.not_evaluable]
+        blocks += [Heading("Discarded repetitions (pre-registered rules)"),
+                   Para(f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}."),
+                   Bullets(items)]
     pm = p.results.peak_memory
-    out += ["", f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})" if pm.value_bytes is not None
-            else f"Peak memory: unknown ({pm.reason})"]
     c = p.results.client
-    out.append(f"Client: CPU share mean {_num(c.cpu_share_mean)} / max {_num(c.cpu_share_max)}, "
-               f"loop lag p99 {_num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {_num(c.dispatch_lag_p99_ms, 3)} ms.")
-    out += ["", "## Validity", "", f"Result is: {p.verdict}", "", "| rule | status | measured | threshold | detail |",
-            "|---|---|---|---|---|"]
-    for r in p.validity.rules:
-        out.append(f"| {r.name} | {r.status} | {_value(r.measured) if r.measured is not None else '—'} | "
-                   f"{_value(r.threshold) if r.threshold is not None else '—'} | {r.message} |")
+    blocks.append(Para(
+        (f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})." if pm.value_bytes is not None
+         else f"Peak memory: unknown ({pm.reason}).")
+        + f" Client: CPU share mean {_num(c.cpu_share_mean)} / max {_num(c.cpu_share_max)}, loop lag p99 "
+          f"{_num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {_num(c.dispatch_lag_p99_ms, 3)} ms."))
+    return blocks
+
+
+def _validity_blocks(p: Passport) -> list[Block]:
+    blocks: list[Block] = [
+        Heading("Validity"), Para(f"Result is: {p.verdict}"),
+        Table(["rule", "status", "measured", "threshold", "detail"],
+              [[r.name, r.status, _value(r.measured) if r.measured is not None else "—",
+                _value(r.threshold) if r.threshold is not None else "—", r.message] for r in p.validity.rules]),
+    ]
     recs = [r for r in p.validity.rules if r.recommendation]
     if recs:
-        out += ["", "Recommendations:", ""] + [f"- {r.name}: {r.recommendation}" for r in recs]
-    out += ["", "Counts (measured requests; — = not checked by this run):", ""]
-    out += [f"- {k}: {'—' if v is None else v}" for k, v in p.validity.counts.items()]
-    out += ["", "## Identity", "", "| field | value | source |", "|---|---|---|"]
-    for key, sv in p.identity.items():
-        via = f" ({sv.via})" if sv.via else ""
-        out.append(f"| {key} | {_value(sv.value)} | {sv.source}{via} |")
+        blocks += [Para("Recommendations:"), Bullets([f"{r.name}: {r.recommendation}" for r in recs])]
+    blocks += [Para("Counts (measured requests; — = not checked by this run):"),
+               Bullets([f"{k}: {'—' if v is None else v}" for k, v in p.validity.counts.items()])]
+    return blocks
+
+
+def _protocol_blocks(p: Passport) -> list[Block]:
     pr = p.protocol
-    out += ["", "## Protocol", "",
-            f"- load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up), "
-            + (f"window {pr.schedule.window_s} s" if pr.schedule.window_s is not None
-               else f"window of {pr.effective['load']['measure']['requests']} requests")
-            + f", repetitions {pr.effective['load']['repetitions']}",
-            f"- workload: {pr.workload.n_requests} requests, sha256 `{pr.workload.sha256[:16]}…`, "
-            f"tokenizer {pr.workload.tokenizer} ({'exact' if pr.workload.exact_lengths else 'approximate'} lengths)"
-            + (f"; {pr.workload.note}" if pr.workload.note else ""),
-            f"- schedule sha256 `{pr.schedule.sha256[:16]}…`, seeds {pr.seeds}",
-            f"- request parameters: `{pr.request_params}`; max_tokens is the "
-            f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
-            f"- prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']})",
-            f"- canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
-            f"- harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"
-            f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
-            f"- overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
-            "", "## Files", "", "| file | rows | bytes | sha256 |", "|---|---|---|---|"]
-    for name, f in p.files.items():
-        out.append(f"| {name} | {f.rows if f.rows is not None else '—'} | {f.bytes} | `{f.sha256}` |")
-    out.append("")
-    return "\n".join(out)
+    load = pr.effective["load"]
+    window = (f"window {pr.schedule.window_s} s" if pr.schedule.window_s is not None
+              else f"window of {load['measure']['requests']} requests")
+    items = [
+        f"load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up), "
+        f"{window}, repetitions {load['repetitions']}",
+        f"workload: {pr.workload.n_requests} requests, sha256 `{pr.workload.sha256[:16]}…`, tokenizer "
+        f"{pr.workload.tokenizer} ({'exact' if pr.workload.exact_lengths else 'approximate'} lengths)"
+        + (f"; {pr.workload.note}" if pr.workload.note else ""),
+        f"schedule sha256 `{pr.schedule.sha256[:16]}…`, seeds {pr.seeds}",
+        f"request parameters: `{pr.request_params}`; max_tokens is the "
+        f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
+        f"prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']})",
+        f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
+        f"harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"
+        f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
+        f"overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
+    ]
+    if pr.declared is not None:
+        items.append(f"declared before the first timed request ({pr.declared.file}, {pr.declared.written_utc}, "
+                     f"sha256 `{pr.declared.sha256[:16]}…`): SLO `{pr.effective.get('slo') or {}}`, discard rules "
+                     f"`{pr.effective.get('discard') or []}`, realized context per sequence "
+                     f"{pr.declared.context_tokens_per_sequence or 'unknown'}")
+    return [Heading("Protocol"), Bullets(items)]
+
+
+def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
+    requests = load_table(folder, "requests")
+    if requests is None:
+        return []
+    discarded = discarded_repetitions(p)
+    samples = per_request_samples(folder, discarded, CDF_METRICS)
+    series = {p.name: {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}}
+    windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
+               if w.start_ns is not None and w.end_ns is not None]
+    png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
+    return [
+        Heading("Plots"),
+        Image("latency_cdf.png", latency_cdfs(series),
+              "Latency CDFs of successful measured requests (the samples the results count)."),
+        Image("timeline.png", png, "Requests in flight and output throughput over the run; shaded: measurement "
+                                   "windows. " + " ".join(f"Note: {n}." for n in notes)),
+    ]
+
+
+def run_report_blocks(p: Passport, folder: Path) -> list[Block]:
+    """The whole run report: verdict, caveats, headline numbers, plots, then the four parts."""
+    counts = p.validity.counts
+    blocks: list[Block] = [
+        Verdict(p.verdict, f"Run `{p.run_id}`, finished {p.created_utc}; {counts.get('measured')} measured "
+                           f"requests, {counts.get('succeeded')} succeeded; passport schema {p.schema_version}."),
+    ]
+    found = caveats(p)
+    blocks += [Heading("Caveats"), Bullets(found, kind="caveats") if found else Para("None.")]
+    blocks += _results_blocks(p)
+    blocks += _plot_blocks(p, folder)
+    blocks += _validity_blocks(p)
+    blocks += [Heading("Identity"),
+               Table(["field", "value", "source"],
+                     [[k, _value(sv.value), sv.source + (f" ({sv.via})" if sv.via else "")]
+                      for k, sv in p.identity.items()])]
+    blocks += _protocol_blocks(p)
+    blocks += [Heading("Files"),
+               Table(["file", "rows", "bytes", "sha256"],
+                     [[name, str(f.rows) if f.rows is not None else "—", str(f.bytes), f"`{f.sha256}`"]
+                      for name, f in p.files.items()])]
+    return blocks
+
+
+def write_reports(folder: Path, title: str, blocks: list[Block]) -> tuple[Path, Path]:
+    """Write report.md, report.html and plots/*.png into `folder`; returns (md, html) paths."""
+    folder = Path(folder)
+    images = [b for b in blocks if isinstance(b, Image)]
+    if images:
+        (folder / "plots").mkdir(exist_ok=True)
+        for image in images:
+            (folder / "plots" / image.file).write_bytes(image.png)
+    md, page = folder / "report.md", folder / "report.html"
+    md.write_text(to_markdown(title, blocks))
+    page.write_text(to_html(title, blocks))
+    return md, page

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 __all__ = ["MetricDef", "METRICS", "PERCENTILES", "load_table", "stat", "SUCCESS_OUTCOMES",
-           "numeric_column", "object_column", "request_latencies", "itl_gaps", "itl_gaps_by_request",
+           "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
            "REQUEST_LATENCY_IDS"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
@@ -208,8 +208,3 @@ def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dic
     starts = np.flatnonzero(np.r_[True, c_rid[1:] != c_rid[:-1]]) if len(c_rid) else np.zeros(0, dtype=np.int64)
     ends = np.r_[starts[1:], len(c_rid)].astype(np.int64)
     return {int(c_rid[a]): np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())}
-
-
-def itl_gaps(chunks: pa.Table | None, request_ids: np.ndarray) -> list[np.ndarray]:
-    """The values of `itl_gaps_by_request`: one array of gaps per request that streamed tokens."""
-    return list(itl_gaps_by_request(chunks, request_ids).values())

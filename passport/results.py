@@ -17,7 +17,7 @@ Conventions (the metric definitions themselves are in `passport.metrics`):
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -36,7 +36,10 @@ from passport.metrics import (
 )
 from passport.slo import requests_meeting, target_results
 
-__all__ = ["compute_results"]
+if TYPE_CHECKING:
+    from passport._model import Passport
+
+__all__ = ["compute_results", "per_request_samples", "discarded_repetitions"]
 
 
 def _rate_stat(values: list[float]) -> dict[str, Any]:
@@ -196,3 +199,28 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
         "slo": slo,
         "discard": discard if discard["rules"] else None,
     }
+
+
+def discarded_repetitions(passport: Passport) -> list[int]:
+    """The repetitions a passport's pre-registered rules discarded."""
+    discard = passport.results.discard
+    return [] if discard is None else [d.repetition for d in discard.discarded]
+
+
+def per_request_samples(run_dir: Path, discarded: list[int],
+                        metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
+    """Samples of each successful measured request by metric id, as the results count them: one
+    value per request, or for `itl.chunk` its array of gaps (requests without the event omitted)."""
+    requests = load_table(Path(run_dir), "requests")
+    if requests is None:
+        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
+    keep = ((object_column(requests, "phase") == "measure")
+            & ~np.isin(numeric_column(requests, "repetition"), discarded)
+            & np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES))
+    latencies = request_latencies(requests)
+    samples = {metric: [np.array([v]) for v in latencies[metric][keep] if np.isfinite(v)]
+               for metric in metric_ids if metric != "itl.chunk"}
+    if "itl.chunk" in metric_ids:
+        ids = numeric_column(requests, "request_id")[keep]
+        samples["itl.chunk"] = list(itl_gaps_by_request(load_table(Path(run_dir), "chunks"), ids).values())
+    return samples

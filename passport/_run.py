@@ -192,7 +192,9 @@ async def _timed_phase(
     def record_rss() -> None:
         assert launcher is not None
         for t_ns, rss in launcher.drain_samples():
-            telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes", "value": rss})
+            if t_ns >= t0_ns:  # a shared (sweep) engine also sampled between runs
+                telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes",
+                                        "value": rss})
 
     async def watch_engine() -> None:
         assert launcher is not None
@@ -249,8 +251,13 @@ def execute(
     out_root: Path,
     progress: ProgressFactory | None = None,
     status: Callable[[str], None] | None = None,
+    shared_engine: EngineLauncher | None = None,
 ) -> RunOutcome:
-    """Run the spec end to end and write the run folder; see the module docstring."""
+    """Run the spec end to end and write the run folder; see the module docstring.
+
+    `shared_engine`: an already started launcher of `spec.engine` (a sweep's, shared by its levels);
+    execute uses it and leaves it running. Otherwise execute launches `spec.engine`, if any, and
+    stops it at the end."""
     say = status or (lambda _msg: None)
     started_utc = _utc()
     run_id = uuid.uuid4().hex[:8]
@@ -267,12 +274,13 @@ def execute(
                 f"export {spec.endpoint.api_key_env}=<your key> and run again"
             )
         headers["Authorization"] = f"Bearer {key}"
-    launcher: EngineLauncher | None = None
+    launcher: EngineLauncher | None = shared_engine
+    owns_engine = shared_engine is None
     nothing_useful = True
     try:
         identity: dict[str, SourcedValue] = {}
         model_sha: str | None = None
-        if spec.engine is not None:
+        if launcher is None and spec.engine is not None:
             port = spec.engine.port
             if port is None and spec.endpoint.base_url:
                 port = Endpoint.parse(spec.endpoint.base_url).port
@@ -345,12 +353,12 @@ def execute(
         repetitions, stop_reason = _run_loop(_timed_phase(
             spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink))
     except BaseException:
-        if launcher is not None:
+        if launcher is not None and owns_engine:
             launcher.stop()
         if nothing_useful and folder.is_dir() and not any(folder.iterdir()):
             folder.rmdir()
         raise
-    if launcher is not None:
+    if launcher is not None and owns_engine:
         launcher.stop()
     finished_utc = _utc()
     passport = assemble_passport(

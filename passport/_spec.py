@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness import LoadSpec
 from passport._errors import SpecError
+from passport._units import parse_duration_s
 from passport.declared import parse_discard_rule, parse_slo
 from workloads import WorkloadSpec
 
-__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec",
+__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "SweepSpec",
            "load_spec", "parse_spec"]
 
 
@@ -80,6 +81,57 @@ class TimeoutSpec(_Strict):
     total_s: float | None = Field(900.0, gt=0)
 
 
+class SweepAutoSpec(_Strict):
+    """How `levels: auto` picks load levels."""
+
+    start: float = Field(1.0, gt=0, description="concurrency: the first level; doubled (x factor) per level.")
+    factor: float = Field(2.0, gt=1, description="concurrency: each level is the previous times this.")
+    max_levels: int = Field(8, ge=2, le=32)
+    probe_concurrency: int = Field(
+        32, ge=1, description="rate: the closed-loop concurrency of the probe that measures the saturation rate.")
+    fractions: list[float] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75, 0.9, 1.0, 1.1],
+        description="rate: levels as fractions of the probed saturation rate.")
+
+
+class SweepStopSpec(_Strict):
+    """The declared over-saturation rule: the sweep stops after a level that meets any of these."""
+
+    achieved_fraction_below: float | None = Field(
+        0.5, gt=0, le=1, description="rate: completions/s below this fraction of the offered rate.")
+    error_rate_above: float | None = Field(0.5, ge=0, le=1, description="failed / measured requests.")
+    ttft_p50_above: str | float | None = Field(None, description="success-only TTFT p50 above this duration.")
+
+    @field_validator("ttft_p50_above")
+    @classmethod
+    def _duration(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            parse_duration_s(value)
+        return value
+
+
+class SweepSpec(_Strict):
+    """`passport sweep`: a series of load levels, one passport each, and a summary."""
+
+    vary: Literal["rate", "concurrency"] = Field(
+        "concurrency", description="rate: open loop at load.pattern; concurrency: closed loop.")
+    levels: list[float] | Literal["auto"] = Field("auto", description="Explicit levels, ascending, or auto.")
+    auto: SweepAutoSpec = Field(default_factory=SweepAutoSpec)
+    saturation_fraction: float = Field(
+        0.9, gt=0, le=1, description="rate: saturated once completions/s fall below this fraction of offered.")
+    saturation_gain: float = Field(
+        0.1, gt=0, description="concurrency: saturated once the next level adds less than this share of throughput.")
+    stop_when: SweepStopSpec = Field(default_factory=SweepStopSpec)
+
+    @field_validator("levels")
+    @classmethod
+    def _ascending(cls, value: list[float] | str) -> list[float] | str:
+        if isinstance(value, list):
+            if not value or any(v <= 0 for v in value) or sorted(value) != value or len(set(value)) != len(value):
+                raise ValueError("levels must be positive, distinct and ascending, e.g. [1, 2, 4, 8]")
+        return value
+
+
 class RunSpec(_Strict):
     """A whole run, as declared. See DESIGN.md "The spec" for the canonical example."""
 
@@ -99,6 +151,7 @@ class RunSpec(_Strict):
     validity: ValiditySpec = Field(default_factory=ValiditySpec)
     timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
     record_text: Literal["full", "hashes"] = "full"
+    sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
 
     @field_validator("slo")
     @classmethod

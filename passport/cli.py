@@ -25,6 +25,7 @@ examples:
   passport run specs/llamacpp-smoke.yaml
   passport run my.yaml --endpoint http://127.0.0.1:8000/v1
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
+  passport sweep specs/llamacpp-sweep.yaml
   passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
   passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
 """
@@ -56,12 +57,28 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     run.add_argument("spec", type=Path, help="the run spec (YAML)")
-    run.add_argument("--endpoint", metavar="URL", help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1")
-    run.add_argument("--api-key-env", metavar="NAME",
-                     help="override endpoint.api_key_env: the environment variable holding the API key")
-    run.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
-                     help="output folder (default: results/)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    sweep = sub.add_parser(
+        "sweep", help="run a series of load levels: one passport each, the knee and the saturation point",
+        description="Run the spec at each load level of its `sweep:` section (request rates or concurrencies, "
+                    "declared or automatic), one passport per level under <out>/<name>-sweep-<UTC>-<id>/levels/, "
+                    "then write sweep.json, report.md and report.html with the latency-throughput curve, the knee "
+                    "(highest load meeting the spec's SLO) and where the engine saturates. Exit 0 when every level "
+                    "completed and a knee was found (or no SLO was declared), 1 otherwise.",
+        epilog="examples:\n  passport sweep specs/llamacpp-sweep.yaml\n"
+               "  passport sweep my.yaml --vary rate --levels 2,4,8,16\n  passport sweep my.yaml --vary concurrency",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sweep.add_argument("spec", type=Path, help="the run spec (YAML); its `sweep:` section, if any, sets the levels")
+    sweep.add_argument("--vary", choices=["rate", "concurrency"], help="override sweep.vary")
+    sweep.add_argument("--levels", metavar="L1,L2,...", help="override sweep.levels (ascending), or 'auto'")
+    for command in (run, sweep):
+        command.add_argument("--endpoint", metavar="URL",
+                             help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1")
+        command.add_argument("--api-key-env", metavar="NAME",
+                             help="override endpoint.api_key_env: the environment variable holding the API key")
+        command.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                             help="output folder (default: results/)")
+        command.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
     verify = sub.add_parser(
         "verify", help="recompute a run's results from its raw logs and check file hashes",
         description="Recompute every result of RUN_DIR/passport.json from the Parquet files and check the "
@@ -117,44 +134,97 @@ class _RichProgress:
         self._progress.stop()
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _load_spec(args: argparse.Namespace) -> tuple[Any, dict[str, Any], dict[str, Any], list[Any]]:
+    """(spec, the YAML as written, the YAML with command-line overrides, the overrides)."""
     from passport._model import Override
-    from passport._report import headline_lines
-    from passport._run import execute
     from passport._spec import load_spec, parse_spec
 
     spec, raw = load_spec(args.spec)
     overrides: list[Override] = []
-    patched: dict[str, Any] = {}
-    if args.endpoint:
-        patched.setdefault("endpoint", {})["base_url"] = args.endpoint
-        overrides.append(Override(field="endpoint.base_url", value=args.endpoint, source="--endpoint"))
-    if args.api_key_env:
-        patched.setdefault("endpoint", {})["api_key_env"] = args.api_key_env
-        overrides.append(Override(field="endpoint.api_key_env", value=args.api_key_env, source="--api-key-env"))
-    if patched:
-        merged = dict(raw)
-        merged["endpoint"] = {**(raw.get("endpoint") or {}), **patched["endpoint"]}
-        spec = parse_spec(merged, str(args.spec))
-    bars: list[_RichProgress] = []
+    merged = dict(raw)
 
-    def progress(total: int | None) -> _RichProgress:
+    def patch(section: str, key: str, value: Any, flag: str) -> None:
+        merged[section] = {**(merged.get(section) or {}), key: value}
+        overrides.append(Override(field=f"{section}.{key}", value=value, source=flag))
+
+    if args.endpoint:
+        patch("endpoint", "base_url", args.endpoint, "--endpoint")
+    if args.api_key_env:
+        patch("endpoint", "api_key_env", args.api_key_env, "--api-key-env")
+    if getattr(args, "vary", None):
+        patch("sweep", "vary", args.vary, "--vary")
+    if getattr(args, "levels", None):
+        try:
+            levels: Any = "auto" if args.levels == "auto" else [float(x) for x in args.levels.split(",")]
+        except ValueError:
+            from passport._errors import SpecError
+
+            raise SpecError(f"--levels {args.levels!r}: write ascending numbers separated by commas, "
+                            "e.g. 1,2,4,8, or auto") from None
+        patch("sweep", "levels", levels, "--levels")
+    if overrides:
+        spec = parse_spec(merged, str(args.spec))
+    return spec, raw, merged, overrides
+
+
+class _Printer:
+    """Progress bars and status lines for the run and sweep commands (none with --quiet)."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bars: list[_RichProgress] = []
+
+    def progress(self, total: int | None) -> _RichProgress:
         bar = _RichProgress(total)
-        bars.append(bar)
+        self.bars.append(bar)
         return bar
 
-    def status(message: str) -> None:
+    def status(self, message: str) -> None:
         print(f"passport: {message}", file=sys.stderr, flush=True)
 
-    try:
-        outcome = execute(spec, raw, overrides, args.out, progress=None if args.quiet else progress,
-                          status=None if args.quiet else status)
-    finally:
-        for bar in bars:
+    def kwargs(self) -> dict[str, Any]:
+        return {} if self.quiet else {"progress": self.progress, "status": self.status}
+
+    def close(self) -> None:
+        for bar in self.bars:
             bar.stop()
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from passport._report import headline_lines
+    from passport._run import execute
+
+    spec, raw, _, overrides = _load_spec(args)
+    printer = _Printer(args.quiet)
+    try:
+        outcome = execute(spec, raw, overrides, args.out, **printer.kwargs())
+    finally:
+        printer.close()
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):
+        print(line)
+    return outcome.exit_code
+
+
+def _cmd_sweep(args: argparse.Namespace) -> int:
+    from passport._sweep import run_sweep, summary_lines
+
+    spec, _, merged, overrides = _load_spec(args)
+    printer = _Printer(args.quiet)
+    try:
+        outcome = run_sweep(spec, merged, overrides, args.out, **printer.kwargs())
+    finally:
+        printer.close()
+    print(f"sweep:  {outcome.folder / 'sweep.json'}")
+    print(f"report: {outcome.folder / 'report.html'}")
+    unit = "req/s" if outcome.vary == "rate" else "concurrency"
+    for lv in outcome.levels:
+        ttft = "—" if lv.ttft_p99_s is None else f"{lv.ttft_p99_s * 1000:.1f} ms"
+        thr = "—" if lv.throughput_rps is None else f"{lv.throughput_rps:.3f} req/s"
+        slo = "" if lv.slo_met is None else ("  SLO met" if lv.slo_met else "  SLO missed")
+        print(f"{unit} {lv.load:>8g}: {lv.verdict:<10} {thr:>14}  TTFT p99 {ttft:>10}{slo}")
+    for line in summary_lines(outcome):
         print(line)
     return outcome.exit_code
 
@@ -217,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "sweep":
+            return _cmd_sweep(args)
         if args.command == "gate":
             return _cmd_gate(args)
         if args.command == "compare":

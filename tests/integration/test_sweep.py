@@ -1,0 +1,88 @@
+"""`passport sweep` against a simulated engine with a known saturation point.
+
+The simulator with `--slots 2`, TTFT 20 ms and ITL 4 ms serves 8-token answers in 48 ms per
+slot: at most 2 / 0.048 = 41.7 requests/s. Below that it keeps up; above it requests queue.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import LENIENT_CLIENT, SimFactory, run_cli
+from tests.integration.test_report_html import browser_probe
+
+WriteSpec = Callable[..., Path]
+SIM = ("--slots", "2", "--ttft-ms", "20", "--itl-ms", "4")
+WORKLOAD = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
+            "output_tokens": {"dist": "fixed", "value": 8}}
+
+
+def _sweep_dir(out: Path) -> Path:
+    (folder,) = [p for p in out.iterdir() if "-sweep-" in p.name]
+    return folder
+
+
+def test_rate_sweep_finds_the_knee_saturation_and_stops_when_over_saturated(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator(*SIM)
+    spec = write_spec({
+        "name": "rates", "endpoint": {"base_url": url}, "workload": WORKLOAD,
+        "load": {"pattern": "poisson", "rate_per_s": 1, "warmup": {"requests": 2}, "measure": {"duration_s": 1.5}},
+        "slo": {"ttft.any.p90": "60ms"}, "validity": LENIENT_CLIENT,
+        "sweep": {"vary": "rate", "levels": [10, 20, 60, 120, 240], "stop_when": {"achieved_fraction_below": 0.6}},
+    })
+    result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = _sweep_dir(tmp_path / "out")
+    summary = json.loads((folder / "sweep.json").read_text())
+    levels = {lv["load"]: lv for lv in summary["levels"]}
+    assert sorted(levels) == [10, 20, 60, 120] and summary["not_run"] == [240]
+    assert "achieved_fraction_below" in summary["stopped_early"]
+    assert summary["knee"] == 20 and levels[20]["slo_met"] and not levels[60]["slo_met"]
+    assert summary["saturation"] == 60
+    # past saturation the achieved throughput is the engine's capacity, 41.7 requests/s
+    assert 30 < levels[120]["throughput_rps"] < 44
+    assert levels[10]["verdict"] == "VALID" and levels[120]["verdict"] == "INVALID"
+    for lv in summary["levels"]:
+        run = folder / "levels" / lv["run"]
+        assert json.loads((run / "passport.json").read_text())["protocol"]["effective"]["load"]["rate_per_s"] == \
+            lv["load"]
+        assert run_cli("verify", str(run)).returncode == 0
+    assert "knee: 20 req/s" in result.stdout and "stopped early: over-saturated at 120" in result.stdout
+    fields = browser_probe(folder / "report.html", tmp_path)
+    assert fields["images"] == "1" and fields["loaded"] == "1" and fields["errors"] == "0"
+
+
+def test_auto_concurrency_sweep_doubles_until_throughput_stops_growing(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator(*SIM)
+    spec = write_spec({
+        "name": "users", "endpoint": {"base_url": url}, "workload": WORKLOAD,
+        "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 24}}, "validity": LENIENT_CLIENT,
+        "sweep": {"vary": "concurrency", "levels": "auto", "auto": {"max_levels": 6}},
+    })
+    result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr  # no SLO declared: no knee, not a failure
+    summary = json.loads((_sweep_dir(tmp_path / "out") / "sweep.json").read_text())
+    thr = {lv["load"]: lv["throughput_rps"] for lv in summary["levels"]}
+    assert list(thr) == [1, 2, 4]  # 4 adds nothing over 2: saturation confirmed, 8..32 not run
+    assert summary["not_run"] == [8, 16, 32]
+    assert 17 < thr[1] < 21.5 and 34 < thr[2] < 43 and thr[4] < thr[2] * 1.1
+    assert summary["saturation"] == 2 and summary["knee"] is None and "no SLO declared" in summary["knee_note"]
+
+
+def test_sweep_levels_are_validated(write_spec: WriteSpec, tmp_path: Path) -> None:
+    spec = write_spec({"name": "bad", "endpoint": {"base_url": "http://127.0.0.1:9/v1"},
+                       "load": {"pattern": "closed", "concurrency": 1}, "sweep": {"levels": [4, 2]}})
+    result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "levels must be positive, distinct and ascending" in result.stderr
+    good = write_spec({"name": "good", "endpoint": {"base_url": "http://127.0.0.1:9/v1"},
+                       "load": {"pattern": "closed", "concurrency": 1}}, name="good.yaml")
+    result = run_cli("sweep", str(good), "--levels", "1,x")
+    assert result.returncode == 2 and "--levels '1,x'" in result.stderr
+    result = run_cli("sweep", str(good), "--levels", "1.5,3")
+    assert result.returncode == 2 and "whole numbers" in result.stderr

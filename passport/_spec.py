@@ -122,6 +122,10 @@ class SweepSpec(_Strict):
     saturation_gain: float = Field(
         0.1, gt=0, description="concurrency: saturated once the next level adds less than this share of throughput.")
     stop_when: SweepStopSpec = Field(default_factory=SweepStopSpec)
+    fresh_prompts: bool = Field(
+        True, description="Each level draws its own prompts (workload seed + level number), so an engine's "
+                          "prompt cache carries nothing from one level to the next; false: every level sends "
+                          "the same prompts.")
 
     @field_validator("levels")
     @classmethod

@@ -9,7 +9,9 @@ or automatic:
   stops growing (saturation confirmed) or `auto.max_levels`.
 
 Each level is an ordinary run (its own folder, passport and verdict) of the spec with only the
-load changed; a launched engine is started once and shared by every level. After each level the
+load changed (and, by default, the workload seed: `fresh_prompts`, so no level finds the
+previous level's prompts in the engine's prompt cache); a launched engine is started once and
+shared by every level. After each level the
 declared over-saturation rule (`sweep.stop_when`) is checked; when it holds, the sweep stops and
 says which rule stopped it and which levels were not run.
 
@@ -112,11 +114,16 @@ def _summarize(load: float, folder: Path, p: Passport) -> LevelResult:
     )
 
 
-def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name: str) -> dict[str, Any]:
-    """The spec as written, with only the load (and the name) changed for one level."""
+def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name: str,
+               number: int) -> dict[str, Any]:
+    """The spec as written, with only the load, the name and (with fresh_prompts) the workload
+    seed changed for level `number` (0: the probe)."""
     out = copy.deepcopy(raw)
     out.pop("sweep", None)
     out["name"] = name
+    if (spec.sweep or SweepSpec()).fresh_prompts:
+        base = spec.workload.seed if spec.workload.seed is not None else spec.load.seed
+        out["workload"] = {**(out.get("workload") or {}), "seed": base + number}
     load = dict(out.get("load") or {})
     if vary == "concurrency":
         load["pattern"] = "closed"
@@ -219,8 +226,8 @@ def run_sweep(
         say(f"starting the engine once for every level: {' '.join(launcher.command)}")
         launcher.start()
 
-    def run_level(level: float, name: str, vary_as: str) -> LevelResult:
-        level_raw = _level_raw(raw, spec, vary_as, level, name)
+    def run_level(level: float, name: str, vary_as: str, number: int) -> LevelResult:
+        level_raw = _level_raw(raw, spec, vary_as, level, name, number)
         level_spec = parse_spec(level_raw, f"{name} (sweep level)")
         say(f"sweep level {name}: {level_spec.load}")
         result = execute(level_spec, level_raw, overrides, folder / "levels", progress=progress, status=status,
@@ -232,7 +239,7 @@ def run_sweep(
             planned = list(sweep.levels)
         elif vary == "rate":
             probe_c = sweep.auto.probe_concurrency
-            probe = run_level(float(probe_c), f"{spec.name}-probe-c{probe_c}", "concurrency")
+            probe = run_level(float(probe_c), f"{spec.name}-probe-c{probe_c}", "concurrency", 0)
             outcome.probe = probe
             if not probe.throughput_rps:
                 raise PassportError(f"the saturation probe completed no request ({probe.verdict}); "
@@ -243,7 +250,7 @@ def run_sweep(
             planned = _auto_concurrency(sweep)
         for i, level in enumerate(planned):
             tag = f"c{level:g}" if vary == "concurrency" else f"r{level:g}"
-            result = run_level(level, f"{spec.name}-{tag}", vary)
+            result = run_level(level, f"{spec.name}-{tag}", vary, i + 1)
             outcome.levels.append(result)
             reason = _stop_reason(sweep, vary, result)
             if reason is None and sweep.levels == "auto" and vary == "concurrency":
@@ -283,13 +290,16 @@ def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
     write_reports(outcome.folder, f"Sweep: {spec.name}", sweep_blocks(outcome, spec))
 
 
+def _load_text(vary: str, load: float) -> str:
+    return f"{load:g} req/s" if vary == "rate" else f"concurrency {load:g}"
+
+
 def summary_lines(outcome: SweepOutcome) -> list[str]:
     """The sweep's verdict in a few lines: knee, saturation, early stop."""
-    unit = "req/s" if outcome.vary == "rate" else "concurrent requests"
-    lines = [f"knee: {outcome.knee:g} {unit} ({outcome.knee_note})" if outcome.knee is not None
+    lines = [f"knee: {_load_text(outcome.vary, outcome.knee)} ({outcome.knee_note})" if outcome.knee is not None
              else f"knee: none ({outcome.knee_note})",
-             f"saturation: {outcome.saturation:g} {unit} ({outcome.saturation_note})" if outcome.saturation is not None
-             else f"saturation: not reached ({outcome.saturation_note})"]
+             f"saturation: {_load_text(outcome.vary, outcome.saturation)} ({outcome.saturation_note})"
+             if outcome.saturation is not None else f"saturation: not reached ({outcome.saturation_note})"]
     if outcome.stop_reason:
         lines.append(f"stopped early: {outcome.stop_reason}"
                      + (f"; not run: {', '.join(f'{x:g}' for x in outcome.not_run)}" if outcome.not_run else ""))
@@ -330,6 +340,10 @@ def sweep_blocks(outcome: SweepOutcome, spec: RunSpec) -> list[Block]:
                          [_row(outcome.probe)])]
     blocks += [Heading("Notes"), Bullets([
         "Each level is a complete run with its own passport under levels/; `passport verify` checks any of them.",
+        ("Each level drew its own prompts (same length distributions, workload seed + level number), so the "
+         "engine's prompt cache carried nothing from one level to the next."
+         if (spec.sweep or SweepSpec()).fresh_prompts
+         else "Every level sent the same prompts: later levels may hit the engine's prompt cache."),
         "A level past saturation is usually INVALID (its latencies include queueing): that is what the sweep is "
         "for, and its verdict is shown as is.",
     ])]

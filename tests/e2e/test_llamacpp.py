@@ -88,3 +88,31 @@ def test_engine_that_cannot_load_its_model_shows_the_log(
     assert result.returncode == 2
     assert "ERROR: the engine did not start: the engine exited with code" in result.stderr
     assert "missing.gguf" in result.stderr  # llama-server's own words about the file, from engine.log
+
+
+def test_concurrency_sweep_finds_a_knee_on_the_real_engine(
+    gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    # 4 slots on 2 cores: one user is served at once; eight users queue behind the four slots, so
+    # TTFT p90 passes 600 ms long before concurrency 8 (about 2.7 s p99 measured on this machine).
+    spec = {**_spec(gguf_path, "completions"), "name": "e2e-sweep",
+            "engine": {"launch": LAUNCH.replace("-np 2 -t 1", "-np 4 -t 2"), "model_path": str(gguf_path)},
+            "workload": {"tokenizer": "auto", "input_tokens": {"dist": "uniform", "low": 32, "high": 96},
+                         "output_tokens": {"dist": "fixed", "value": 16}},
+            "load": {"pattern": "closed", "concurrency": 1, "warmup": {"requests": 1}, "measure": {"requests": 8}},
+            "slo": {"ttft.any.p90": "600ms"},
+            "sweep": {"vary": "concurrency", "levels": [1, 2, 4, 8]}}
+    result = run_cli("sweep", str(write_spec(spec, name="sweep.yaml")), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    (folder,) = list((tmp_path / "out").iterdir())
+    summary = json.loads((folder / "sweep.json").read_text())
+    levels = {lv["load"]: lv for lv in summary["levels"]}
+    assert sorted(levels) == [1, 2, 4, 8] and all(lv["complete"] for lv in levels.values())
+    assert levels[1]["slo_met"] is True and levels[8]["slo_met"] is False
+    assert summary["knee"] in (1, 2, 4)
+    assert all(lv["throughput_rps"] > 0.3 for lv in levels.values())
+    assert (folder / "plots" / "sweep_curve.png").stat().st_size > 10_000
+    assert "engine.log" in {p.name for p in folder.iterdir()}  # one engine for all levels
+    first = json.loads((folder / "levels" / levels[1]["run"] / "passport.json").read_text())
+    second = json.loads((folder / "levels" / levels[2]["run"] / "passport.json").read_text())
+    assert first["protocol"]["workload"]["sha256"] != second["protocol"]["workload"]["sha256"]  # fresh prompts

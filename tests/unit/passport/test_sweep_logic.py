@@ -1,0 +1,33 @@
+"""The sweep's knee and saturation rules on hand-made level summaries."""
+
+from __future__ import annotations
+
+from passport._spec import SweepSpec
+from passport._sweep import LevelResult, _knee, _saturation
+
+
+def _level(load: float, thr: float, slo: bool | None, achieved: float | None = None) -> LevelResult:
+    return LevelResult(load=load, run=f"r{load:g}", verdict="VALID", complete=True, throughput_rps=thr,
+                       output_tokens_per_s=None, ttft_p50_s=None, ttft_p99_s=None, itl_p50_s=None, e2e_p99_s=None,
+                       error_rate=0.0, achieved_fraction=achieved, slo_met=slo, goodput_rps=None)
+
+
+def test_knee_is_the_top_of_the_unbroken_run_of_levels_meeting_the_slo() -> None:
+    levels = [_level(1, 1.0, True), _level(2, 1.9, True), _level(4, 2.5, False), _level(8, 2.6, True)]
+    knee, note = _knee(levels, has_slo=True)
+    assert knee == 2 and "higher levels 8 met it again" in note
+    assert _knee(levels, has_slo=False) == (None, "no SLO declared (add `slo:` to the spec to find the knee)")
+    assert _knee([_level(1, 1.0, False)], has_slo=True)[0] is None
+
+
+def test_concurrency_saturation_is_the_last_level_before_throughput_stops_growing() -> None:
+    levels = [_level(1, 1.0, None), _level(2, 1.95, None), _level(4, 2.1, None), _level(8, 2.2, None)]
+    assert _saturation(SweepSpec(saturation_gain=0.1), "concurrency", levels)[0] == 2
+    assert _saturation(SweepSpec(saturation_gain=0.05), "concurrency", levels)[0] == 4
+
+
+def test_rate_saturation_is_the_first_level_that_cannot_keep_up() -> None:
+    levels = [_level(10, 10, None, 1.0), _level(20, 19.5, None, 0.97), _level(40, 30, None, 0.75)]
+    assert _saturation(SweepSpec(), "rate", levels)[0] == 40
+    assert _saturation(SweepSpec(saturation_fraction=0.7), "rate", levels) == (
+        None, "every level kept up with its offered rate")

@@ -22,12 +22,15 @@ from typing import Any
 
 import numpy as np
 
+from passport._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
 from passport._errors import PassportError
 from passport._model import Passport
 from passport._passport import read_passport
+from passport._plots import CDF_METRICS, latency_cdfs
 from passport.results import discarded_repetitions, per_request_samples
 
-__all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison"]
+__all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison",
+           "comparison_blocks"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
@@ -117,8 +120,10 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
                 out.append(MetricComparison(metric, stat, None, None, None, "not testable"))
             else:
                 out.append(MetricComparison(metric, stat, r[0], r[1], (r[2], r[3]), _verdict((r[2], r[3]))))
-    for metric in ("throughput.output_tokens_per_s", "throughput.requests_per_s"):
+    for metric in ("throughput.output_tokens_per_s", "throughput.requests_per_s", "goodput.requests_per_s"):
         b, o = base_p.results.metrics.get(metric), other_p.results.metrics.get(metric)
+        if metric.startswith("goodput") and (b is None or o is None):
+            continue  # goodput exists only where both runs declared an SLO
         if b is None or o is None or b.n < 2 or o.n < 2 or b.mean is None or o.mean is None:
             out.append(MetricComparison(metric, "mean", b.mean if b else None, o.mean if o else None, None,
                                         "not testable (needs 2+ repetitions in each run)"))
@@ -163,7 +168,43 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int =
 def _fmt(metric: str, value: float | None) -> str:
     if value is None:
         return "—"
-    return f"{value * 1000:.2f} ms" if not metric.startswith("throughput") else f"{value:.2f}"
+    return f"{value:.2f}" if metric.startswith(("throughput", "goodput")) else f"{value * 1000:.2f} ms"
+
+
+def comparison_blocks(c: Comparison) -> list[Block]:
+    """The comparison report: result, invariants side by side, per-run tables, caveats, CDFs."""
+    blocks: list[Block] = [Verdict("COMPARABLE" if c.comparable else "NOT COMPARABLE",
+                                   f"First run (the base): `{c.runs[0].name}`; others: "
+                                   + ", ".join(f"`{r.name}`" for r in c.runs[1:]) + "."
+                                   + (f" Compared anyway, allowing: {', '.join(c.allowed)}." if c.differences
+                                      and c.comparable else ""))]
+    rows = []
+    for name in INVARIANTS:
+        if name in c.differences:
+            state = "allowed" if name in c.allowed else "DIFFERS"
+            rows.append([name, state] + [f"`{v}`" for v in c.differences[name]])
+        else:
+            rows.append([name, "same"] + [""] * len(c.runs))
+    blocks += [Heading("Comparability invariants"), Table(["invariant", "state"] + [r.name for r in c.runs], rows)]
+    for other, metrics in zip(c.runs[1:], c.metrics):
+        blocks += [Heading(f"{other.name} against {c.runs[0].name}"),
+                   Para("Difference: other minus first, with a 95 % bootstrap interval over requests (ITL: whole "
+                        "requests resampled); throughput across repetitions."),
+                   Table(["metric", "first", "other", "difference", "95 % interval", "verdict"],
+                         [[f"`{m.metric}.{m.stat}`", _fmt(m.metric, m.base), _fmt(m.metric, m.other),
+                           _fmt(m.metric, None if m.base is None or m.other is None else m.other - m.base),
+                           "—" if m.ci95 is None else f"[{_fmt(m.metric, m.ci95[0])}, {_fmt(m.metric, m.ci95[1])}]",
+                           f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
+                          for m in metrics])]
+    blocks += [Heading("Caveats"), Bullets(c.caveats, kind="caveats") if c.caveats else Para("None.")]
+    series = {}
+    for run in c.runs:
+        samples = per_request_samples(run, discarded_repetitions(read_passport(run)), CDF_METRICS)
+        series[run.name] = {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}
+    blocks += [Heading("Latency CDFs"),
+               Image("compare_cdf.png", latency_cdfs(series), "Latency CDFs of each run's successful measured "
+                                                              "requests, side by side.")]
+    return blocks
 
 
 def render_comparison(c: Comparison) -> list[str]:
@@ -184,11 +225,11 @@ def render_comparison(c: Comparison) -> list[str]:
     for other, rows in zip(c.runs[1:], c.metrics):
         lines.append("")
         lines.append(f"{other.name} against {c.runs[0].name} (difference: other - first, 95 % bootstrap interval)")
-        lines.append(f"{'metric':<32} {'first':>11} {'other':>11} {'difference':>11}  {'95% interval':<25} verdict")
+        lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'95% interval':<25} verdict")
         for m in rows:
             diff = None if m.base is None or m.other is None else m.other - m.base
             interval = "—" if m.ci95 is None else f"[{_fmt(m.metric, m.ci95[0])}, {_fmt(m.metric, m.ci95[1])}]"
-            lines.append(f"{m.metric + '.' + m.stat:<32} {_fmt(m.metric, m.base):>11} {_fmt(m.metric, m.other):>11} "
+            lines.append(f"{m.metric + '.' + m.stat:<36} {_fmt(m.metric, m.base):>11} {_fmt(m.metric, m.other):>11} "
                          f"{_fmt(m.metric, diff):>11}  {interval:<25} {m.verdict}")
     lines.extend(["", "Caveats:"] + [f"- {c_}" for c_ in c.caveats] if c.caveats else ["", "Caveats: none"])
     lines.append("Result: COMPARABLE")

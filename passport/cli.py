@@ -103,6 +103,8 @@ def _parser() -> argparse.ArgumentParser:
                     "difference. Exit 0 comparable, 1 not comparable.",
     )
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
+    compare.add_argument("--report", type=Path, metavar="DIR",
+                         help="also write report.md and report.html (with side-by-side CDFs) into DIR")
     compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
                          help="compare even though FIELD differs (model, precision, decoding, workload, load, "
                               "window); stated in the output")
@@ -243,7 +245,7 @@ def _cmd_verify(args: argparse.Namespace) -> int:
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from passport._compare import compare_runs, render_comparison
+    from passport._compare import compare_runs, comparison_blocks, render_comparison
     from passport._errors import PassportError
 
     if len(args.runs) < 2:
@@ -251,6 +253,13 @@ def _cmd_compare(args: argparse.Namespace) -> int:
     comparison = compare_runs(args.runs, args.allow)
     for line in render_comparison(comparison):
         print(line)
+    if args.report:
+        from passport._report import write_reports
+
+        args.report.mkdir(parents=True, exist_ok=True)
+        _, page = write_reports(args.report, "Comparison: " + " vs ".join(r.name for r in args.runs),
+                                comparison_blocks(comparison))
+        print(f"report: {page}")
     return 0 if comparison.comparable else 1
 
 

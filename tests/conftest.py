@@ -80,10 +80,11 @@ def write_spec(tmp_path: Path) -> Callable[[dict[str, object]], Path]:
     return write
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
+def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180,
+            cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """`passport ARGS` in a subprocess, as a user runs it."""
     return subprocess.run([sys.executable, "-m", "passport.cli", *args], capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, **(env or {})}, cwd=REPO)
+                          timeout=timeout_s, env={**os.environ, **(env or {})}, cwd=cwd)
 
 
 def only_run_dir(out: Path) -> Path:

@@ -60,7 +60,7 @@ from passport._spec import RunSpec
 from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
-__all__ = ["RunOutcome", "execute", "request_params", "ENGINES_WITH_IGNORE_EOS"]
+__all__ = ["RunOutcome", "execute", "engine_launcher", "request_params", "ENGINES_WITH_IGNORE_EOS"]
 
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -235,6 +235,16 @@ async def _timed_phase(
     return results, (reason[0] if reason else None)
 
 
+def engine_launcher(spec: RunSpec, log_path: Path) -> EngineLauncher:
+    """A launcher (not yet started) for `spec.engine`, on the port of endpoint.base_url if given."""
+    assert spec.engine is not None
+    port = spec.engine.port
+    if port is None and spec.endpoint.base_url:
+        port = Endpoint.parse(spec.endpoint.base_url).port
+    return EngineLauncher(spec.engine.launch, log_path, spec.engine.model_path, port=port,
+                          health_timeout_s=spec.engine.health_timeout_s)
+
+
 def _run_loop(coro: Any) -> Any:
     try:
         import uvloop
@@ -281,11 +291,7 @@ def execute(
         identity: dict[str, SourcedValue] = {}
         model_sha: str | None = None
         if launcher is None and spec.engine is not None:
-            port = spec.engine.port
-            if port is None and spec.endpoint.base_url:
-                port = Endpoint.parse(spec.endpoint.base_url).port
-            launcher = EngineLauncher(spec.engine.launch, folder / "engine.log", spec.engine.model_path,
-                                      port=port, health_timeout_s=spec.engine.health_timeout_s)
+            launcher = engine_launcher(spec, folder / "engine.log")
             nothing_useful = False
             say(f"starting the engine: {' '.join(launcher.command)}")
             launcher.start()

@@ -34,13 +34,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import Endpoint, EngineLauncher
+from harness import EngineLauncher
 from passport._doc import Block, Bullets, Heading, Image, Para, Table
 from passport._errors import PassportError, SpecError
 from passport._model import Override, Passport
 from passport._plots import SweepPoint, sweep_curve
 from passport._report import ms, write_reports
-from passport._run import ProgressFactory, execute
+from passport._run import ProgressFactory, engine_launcher, execute
 from passport._spec import RunSpec, SweepSpec, parse_spec
 from passport._units import parse_duration_s
 
@@ -218,11 +218,7 @@ def run_sweep(
     outcome = SweepOutcome(folder=folder, vary=vary, has_slo=bool(spec.slo))
     launcher: EngineLauncher | None = None
     if spec.engine is not None:
-        port = spec.engine.port
-        if port is None and spec.endpoint.base_url:
-            port = Endpoint.parse(spec.endpoint.base_url).port
-        launcher = EngineLauncher(spec.engine.launch, folder / "engine.log", spec.engine.model_path, port=port,
-                                  health_timeout_s=spec.engine.health_timeout_s)
+        launcher = engine_launcher(spec, folder / "engine.log")
         say(f"starting the engine once for every level: {' '.join(launcher.command)}")
         launcher.start()
 

@@ -187,7 +187,10 @@ class _Printer:
     def kwargs(self) -> dict[str, Any]:
         return {} if self.quiet else {"progress": self.progress, "status": self.status}
 
-    def close(self) -> None:
+    def __enter__(self) -> _Printer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         for bar in self.bars:
             bar.stop()
 
@@ -197,11 +200,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from passport._run import execute
 
     spec, raw, _, overrides = _load_spec(args)
-    printer = _Printer(args.quiet)
-    try:
+    with _Printer(args.quiet) as printer:
         outcome = execute(spec, raw, overrides, args.out, **printer.kwargs())
-    finally:
-        printer.close()
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):
@@ -213,11 +213,8 @@ def _cmd_sweep(args: argparse.Namespace) -> int:
     from passport._sweep import run_sweep, summary_lines
 
     spec, _, merged, overrides = _load_spec(args)
-    printer = _Printer(args.quiet)
-    try:
+    with _Printer(args.quiet) as printer:
         outcome = run_sweep(spec, merged, overrides, args.out, **printer.kwargs())
-    finally:
-        printer.close()
     print(f"sweep:  {outcome.folder / 'sweep.json'}")
     print(f"report: {outcome.folder / 'report.html'}")
     unit = "req/s" if outcome.vary == "rate" else "concurrency"

@@ -1,7 +1,39 @@
-"""Correctness canaries: cases run through the harness before any timing.
+"""IS IT RIGHT: correctness canaries, run through the harness's transport before any timing.
 
-Not built yet (issue 4). Until then a run declares `canaries: none` or `default`; both are
-recorded in the passport's validity section as "not run", never as passed.
+A suite (YAML, `canaries/suites/` or a user's file) holds cases of seven kinds (exact output,
+JSON schema, tool call, multi-turn recall, coding in a sandbox, long-context needles,
+accounting); `run_suite` sends them one at a time with greedy decoding and judges each answer;
+`write_results` keeps every case in canaries.parquet. `record_suite` rewrites a suite's exact
+cases with the outputs of a trusted endpoint. See README "Canaries" for writing a suite.
 """
 
-__all__: list[str] = []
+from canaries._checks import SPECIAL_TOKENS, Answer, Check, check
+from canaries._record import record_suite
+from canaries._run import CANARIES_SCHEMA, GREEDY, CaseResult, long_context_prompt, run_suite, write_results
+from canaries._sandbox import SandboxResult, extract_code, network_isolation, run_python
+from canaries._suite import KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
+
+__all__ = [
+    "Answer",
+    "CANARIES_SCHEMA",
+    "CanaryError",
+    "CaseResult",
+    "CaseSpec",
+    "Check",
+    "GREEDY",
+    "KINDS",
+    "SPECIAL_TOKENS",
+    "SUITES_DIR",
+    "SandboxResult",
+    "Suite",
+    "bundled_suites",
+    "check",
+    "extract_code",
+    "load_suite",
+    "long_context_prompt",
+    "network_isolation",
+    "record_suite",
+    "run_python",
+    "run_suite",
+    "write_results",
+]

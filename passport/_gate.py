@@ -33,7 +33,7 @@ from passport._units import parse_duration_s, parse_fraction
 from passport.metrics import METRICS, PERCENTILES
 
 __all__ = ["GateError", "Condition", "ConditionResult", "parse_condition", "evaluate_gate", "load_gate_file",
-           "junit_xml"]
+           "junit_xml", "junit_cases"]
 
 _STATS = ("n", "mean", "std", "min", "max", *PERCENTILES)
 _OPS: dict[str, Callable[[Any, Any], bool]] = {
@@ -188,14 +188,19 @@ def load_gate_file(path: Path) -> list[str]:
     return list(require)
 
 
-def junit_xml(run_name: str, results: list[ConditionResult]) -> str:
-    """JUnit XML: one test case per condition, a <failure> for each that failed."""
-    failures = sum(not r.passed for r in results)
-    suite = ElementTree.Element("testsuite", name="passport gate", tests=str(len(results)),
-                                failures=str(failures), errors="0")
-    for r in results:
-        case = ElementTree.SubElement(suite, "testcase", classname=f"passport.gate.{run_name}", name=r.condition.text)
-        if not r.passed:
-            ElementTree.SubElement(case, "failure", message=r.message, type="GateFailure").text = (
-                f"{r.condition.text}: {r.message}")
+def junit_cases(suite_name: str, cases: list[tuple[str, str, bool, str]]) -> str:
+    """JUnit XML for (classname, name, passed, failure message) cases."""
+    failures = sum(not passed for _, _, passed, _ in cases)
+    suite = ElementTree.Element("testsuite", name=suite_name, tests=str(len(cases)), failures=str(failures),
+                                errors="0")
+    for classname, name, passed, message in cases:
+        case = ElementTree.SubElement(suite, "testcase", classname=classname, name=name)
+        if not passed:
+            ElementTree.SubElement(case, "failure", message=message, type="Failure").text = f"{name}: {message}"
     return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def junit_xml(run_name: str, results: list[ConditionResult]) -> str:
+    """JUnit XML: one test case per gate condition, a <failure> for each that failed."""
+    return junit_cases("passport gate", [(f"passport.gate.{run_name}", r.condition.text, r.passed, r.message)
+                                         for r in results])

@@ -8,7 +8,8 @@
 - "1.1" (2026-11): `protocol.declared` (declared.json: SLOs, discard rules and realized capacity,
   written before the first timed request); `results.slo` (targets, attainment) with
   `goodput.*` rates in `results.metrics`; `results.discard` (pre-registered discard rules and
-  the repetitions they discarded). A 1.0 passport reads as 1.1 with these fields null.
+  the repetitions they discarded); `validity.canaries` with the suite hash, case counts and each
+  failed case's expected and actual output. A 1.0 passport reads as 1.1 with these fields null.
 
 The generated JSON Schema is committed at `passport/schema/passport.schema.json`
 (`python -m passport.schema` rewrites it; a test fails when it drifts).
@@ -35,6 +36,7 @@ __all__ = [
     "Protocol",
     "RuleStatus",
     "RuleResult",
+    "CanaryFailure",
     "CanaryInfo",
     "Validity",
     "Stat",
@@ -164,10 +166,29 @@ class RuleResult(_Model):
     recommendation: str | None = None
 
 
+class CanaryFailure(_Model):
+    """A failed canary case: what was expected and what the engine answered."""
+
+    case_id: str
+    kind: str
+    category: str
+    reason: str
+    expected: str
+    actual: str
+
+
 class CanaryInfo(_Model):
+    """The pre-timing canary gate (every case is in canaries.parquet)."""
+
     status: Literal["passed", "failed", "not_run"]
     suite: str
     reason: str | None = None
+    suite_sha256: str | None = None
+    suite_version: int | None = None
+    n_cases: int | None = None
+    n_failed: int | None = None
+    forced: bool = False
+    failures: list[CanaryFailure] = Field(default_factory=list)
 
 
 class Validity(_Model):

@@ -45,7 +45,7 @@ from workloads import RequestSet
 __all__ = ["assemble_passport", "write_passport", "read_passport", "file_entries", "RAW_FILES"]
 
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json")
+             "declared.json", "canaries.parquet")
 
 
 def file_entries(folder: Path) -> dict[str, FileEntry]:
@@ -82,6 +82,7 @@ def assemble_passport(
     launched_engine: bool,
     harness: HarnessInfo,
     declared: DeclaredInfo | None = None,
+    canary_counts: dict[str, int] | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -90,6 +91,8 @@ def assemble_passport(
     discard = results.get("discard") or {}
     discarded = [d["repetition"] for d in discard.get("discarded", [])]
     counts = count_outcomes(requests, discarded)
+    if canary_counts is not None:
+        counts.update(canary_counts)
     complete = stop_reason is None and len(repetitions) == spec.load.repetitions
     facts = RunFacts(
         complete=complete,
@@ -99,7 +102,7 @@ def assemble_passport(
         git_dirty=harness.git_dirty,
         exact_lengths=request_set.exact_lengths,
         canaries=canaries,
-        forced=False,
+        forced=canaries.forced,
     )
     rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests, discarded))
     verdict = verdict_of(rules, facts)
@@ -139,7 +142,7 @@ def assemble_passport(
         declared=declared,
     )
     validity = Validity(verdict=verdict, complete=complete, incomplete_reason=facts.incomplete_reason,
-                        canaries=canaries, rules=rules, counts=counts)
+                        forced=canaries.forced, canaries=canaries, rules=rules, counts=counts)
     return Passport(
         schema_version=SCHEMA_VERSION, run_id=run_id, name=spec.name, created_utc=finished_utc, verdict=verdict,
         identity=dict(sorted(identity.items())), protocol=protocol, validity=validity,

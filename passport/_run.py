@@ -1,8 +1,8 @@
 """`passport run`: the data flow of DESIGN.md, from a validated spec to a written passport.
 
-Spec -> engine (optional launch) -> identity -> workload -> schedule -> (canaries: issue 4) ->
-declared.json (SLOs, discard rules, realized capacity) -> timed run -> results from the raw
-files -> validity -> passport.json + report.md.
+Spec -> engine (optional launch) -> identity -> workload -> schedule -> declared.json (SLOs,
+discard rules, realized capacity) -> canaries (a failure: HOLD, no timed request, unless
+forced) -> timed run -> results from the raw files -> validity -> passport.json + reports.
 Library code: it raises our errors and reports progress through a callback; only the CLI
 prints. A bad spec never reaches here; an unreachable endpoint fails before anything is timed.
 """
@@ -45,6 +45,7 @@ from harness import (
     build_body,
     build_schedule,
 )
+from passport._canary import canary_counts, canary_info, load_declared_suite, run_canaries
 from passport._errors import SpecError
 from passport._identity import (
     collect_declared,
@@ -60,7 +61,8 @@ from passport._spec import RunSpec
 from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
-__all__ = ["RunOutcome", "execute", "engine_launcher", "request_params", "ENGINES_WITH_IGNORE_EOS"]
+__all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
+           "ENGINES_WITH_IGNORE_EOS"]
 
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -149,6 +151,7 @@ async def _timed_phase(
     launcher: EngineLauncher | None,
     tokenizer: LoadedTokenizer,
     progress: ProgressSink | None,
+    run_start_ns: int,
 ) -> tuple[list[RepetitionResult], str | None]:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -192,7 +195,7 @@ async def _timed_phase(
     def record_rss() -> None:
         assert launcher is not None
         for t_ns, rss in launcher.drain_samples():
-            if t_ns >= t0_ns:  # a shared (sweep) engine also sampled between runs
+            if t_ns >= run_start_ns:  # a shared (sweep) engine was also sampled before this run
                 telemetry_w.append_row({"t_ns": t_ns - t0_ns, "source": "engine", "name": "rss_bytes",
                                         "value": rss})
 
@@ -235,6 +238,26 @@ async def _timed_phase(
     return results, (reason[0] if reason else None)
 
 
+def auth_headers(spec: RunSpec) -> dict[str, str]:
+    """The Authorization header from `endpoint.api_key_env` (the key itself is never stored)."""
+    if not spec.endpoint.api_key_env:
+        return {}
+    key = os.environ.get(spec.endpoint.api_key_env)
+    if not key:
+        raise SpecError(f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
+                        f"export {spec.endpoint.api_key_env}=<your key> and run again")
+    return {"Authorization": f"Bearer {key}"}
+
+
+def model_of(spec: RunSpec, cards: list[dict[str, Any]], base_url: str) -> str:
+    """endpoint.model, or with `auto` the first id the endpoint's /models lists."""
+    if spec.endpoint.model != "auto":
+        return spec.endpoint.model
+    if not cards:
+        raise EndpointError(f"{base_url}/models lists no model; set endpoint.model explicitly")
+    return str(cards[0].get("id"))
+
+
 def engine_launcher(spec: RunSpec, log_path: Path) -> EngineLauncher:
     """A launcher (not yet started) for `spec.engine`, on the port of endpoint.base_url if given."""
     assert spec.engine is not None
@@ -243,6 +266,10 @@ def engine_launcher(spec: RunSpec, log_path: Path) -> EngineLauncher:
         port = Endpoint.parse(spec.endpoint.base_url).port
     return EngineLauncher(spec.engine.launch, log_path, spec.engine.model_path, port=port,
                           health_timeout_s=spec.engine.health_timeout_s)
+
+
+class _Hold(Exception):
+    """The canaries failed: skip the timed phase and write a HOLD passport."""
 
 
 def _run_loop(coro: Any) -> Any:
@@ -262,28 +289,27 @@ def execute(
     progress: ProgressFactory | None = None,
     status: Callable[[str], None] | None = None,
     shared_engine: EngineLauncher | None = None,
+    force: bool = False,
 ) -> RunOutcome:
     """Run the spec end to end and write the run folder; see the module docstring.
 
     `shared_engine`: an already started launcher of `spec.engine` (a sweep's, shared by its levels);
     execute uses it and leaves it running. Otherwise execute launches `spec.engine`, if any, and
-    stops it at the end."""
+    stops it at the end. `force`: time the run even when the canaries fail (the passport says
+    so); otherwise a failed canary means HOLD and no timed request."""
     say = status or (lambda _msg: None)
+    suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
     started_utc = _utc()
+    run_start_ns = time.perf_counter_ns()
     run_id = uuid.uuid4().hex[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
     folder.mkdir(parents=True, exist_ok=False)
-    headers: dict[str, str] = {}
-    if spec.endpoint.api_key_env:
-        key = os.environ.get(spec.endpoint.api_key_env)
-        if not key:
-            shutil.rmtree(folder)
-            raise SpecError(
-                f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
-                f"export {spec.endpoint.api_key_env}=<your key> and run again"
-            )
-        headers["Authorization"] = f"Bearer {key}"
+    try:
+        headers = auth_headers(spec)
+    except SpecError:
+        shutil.rmtree(folder)
+        raise
     launcher: EngineLauncher | None = shared_engine
     owns_engine = shared_engine is None
     nothing_useful = True
@@ -301,12 +327,7 @@ def execute(
         say(f"probing {base_url}")
         with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
             cards = control.models()
-            if spec.endpoint.model == "auto":
-                if not cards:
-                    raise EndpointError(f"{base_url}/models lists no model; set endpoint.model explicitly")
-                model_id = str(cards[0].get("id"))
-            else:
-                model_id = spec.endpoint.model
+            model_id = model_of(spec, cards, base_url)
             identity.update(collect_endpoint(control, cards, model_id))
         engine_name = identity.get("engine.name")
         engine = str(engine_name.value) if engine_name else None
@@ -332,7 +353,8 @@ def execute(
         params, max_tokens_is_target = request_params(spec, engine)
         path = "/chat/completions" if spec.endpoint.api == "chat" else "/completions"
         t = spec.timeouts
-        client = HttpClient(endpoint, Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
+        timeouts = Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s)
+        client = HttpClient(endpoint, timeouts,
                             max_idle=spec.load.concurrency or 64, extra_headers=headers,
                             ca_file=spec.endpoint.ca_file)
         wl = request_set.table.to_pydict()
@@ -345,19 +367,34 @@ def execute(
             for prompt, target, realized, out in zip(wl["prompt"], wl["input_tokens_target"],
                                                      wl["input_tokens_client"], wl["output_tokens_target"])
         ]
-        canaries = CanaryInfo(status="not_run", suite=spec.canaries,
-                              reason="canaries are not implemented yet (issue 4)" if spec.canaries != "none"
-                              else "the spec declares canaries: none")
         declared = _declare(folder, spec, identity)
+        t0_ns = time.perf_counter_ns()
+        t0_utc = _utc()
+        canaries = CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none")
+        canary_results = None
+        if suite is not None:
+            say(f"canaries: suite {suite.suite!r}, {len(suite.cases)} cases, one at a time")
+            canary_results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file, timeouts, model_id,
+                                          spec.endpoint.api, t0_ns,
+                                          on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"))
+            canaries = canary_info(suite, canary_results, force, folder)
+        if canaries.status == "failed" and not force:
+            say("canaries failed: HOLD, no timed request is sent (--force times the run anyway)")
+            for name, schema in (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA),
+                                 ("telemetry", TELEMETRY_SCHEMA)):
+                pq.write_table(schema.empty_table(), folder / f"{name}.parquet")
+            repetitions: list[RepetitionResult] = []
+            stop_reason: str | None = "no timed phase: the canaries failed (HOLD); see validity.canaries"
+            raise _Hold
         total = None
         if spec.load.open_loop or spec.load.measure.requests is not None:
             total = schedule.table.num_rows * spec.load.repetitions
         sink = progress(total) if progress else None
-        t0_ns = time.perf_counter_ns()
-        t0_utc = _utc()
         say(f"timed phase: {spec.load} x {spec.load.repetitions}")
         repetitions, stop_reason = _run_loop(_timed_phase(
-            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink))
+            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns))
+    except _Hold:
+        pass
     except BaseException:
         if launcher is not None and owns_engine:
             launcher.stop()
@@ -373,6 +410,7 @@ def execute(
         max_tokens_is_target=max_tokens_is_target, t0_ns=t0_ns, t0_utc=t0_utc, started_utc=started_utc,
         finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
+        canary_counts=canary_counts(canary_results) if canary_results is not None else None,
     )
     write_passport(folder, passport)
     return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

@@ -1,9 +1,9 @@
 """Validity rules: each PASS/FAIL/WARN/SKIP with the measured value, its threshold and a remedy.
 
-The verdict: INCOMPLETE if the run did not finish; HOLD if canaries failed and the run was not
-forced; INVALID if any rule FAILs; else VALID. WARN and SKIP never change the verdict, but the
-report lists them as caveats. Thresholds come from the spec's `validity` section, declared
-before the run and echoed in the protocol.
+The verdict: HOLD if canaries failed and the run was not forced (no timed request was sent);
+INCOMPLETE if the run did not finish; INVALID if any rule FAILs; else VALID. WARN and SKIP
+never change the verdict, but the report lists them as caveats. Thresholds come from the spec's
+`validity` section, declared before the run and echoed in the protocol.
 """
 
 from __future__ import annotations
@@ -116,9 +116,12 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
         rules.append(RuleResult(name="canaries", status="SKIP",
                                 message=f"suite {canary.suite!r} not run: {canary.reason}"))
     else:
+        failed = "; ".join(f"{f.case_id} ({f.kind}): {f.reason}" for f in canary.failures)
         rules.append(_rule("canaries", canary.status == "passed", canary.status, "passed",
-                           f"canary suite {canary.suite!r} {canary.status}",
-                           "fix the engine's correctness before timing it"))
+                           f"canary suite {canary.suite!r}: {canary.reason}" + (f": {failed}" if failed else "")
+                           + (" (timed anyway: --force)" if canary.forced else ""),
+                           "fix the engine's correctness before timing it; canaries.parquet has each case's request "
+                           "and raw response"))
     measured = counts["measured"] or 0
     succeeded = counts["succeeded"] or 0
     rules.append(_rule(
@@ -199,10 +202,10 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
 
 
 def verdict_of(rules: list[RuleResult], facts: RunFacts) -> Verdict:
-    if not facts.complete:
-        return "INCOMPLETE"
     if facts.canaries.status == "failed" and not facts.forced:
         return "HOLD"
+    if not facts.complete:
+        return "INCOMPLETE"
     if any(r.status == "FAIL" for r in rules):
         return "INVALID"
     return "VALID"

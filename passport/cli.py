@@ -17,8 +17,9 @@ __all__ = ["main"]
 
 EPILOG = """\
 exit codes:
-  0  VALID run (verify: verified; gate: every condition met)
-  1  INVALID, HOLD or INCOMPLETE run (verify: differences found; gate: a condition failed)
+  0  VALID run (verify: verified; gate: every condition met; canary: every case passed)
+  1  INVALID, HOLD or INCOMPLETE run (verify: differences found; gate: a condition failed;
+     canary: a case failed)
   2  usage or input error: bad spec, unreachable endpoint, engine failed to start
 
 examples:
@@ -26,6 +27,7 @@ examples:
   passport run my.yaml --endpoint http://127.0.0.1:8000/v1
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
   passport sweep specs/llamacpp-sweep.yaml
+  passport canary --endpoint http://127.0.0.1:8080/v1 --suite default --junit canaries.xml
   passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
   passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
 """
@@ -71,7 +73,28 @@ def _parser() -> argparse.ArgumentParser:
     sweep.add_argument("spec", type=Path, help="the run spec (YAML); its `sweep:` section, if any, sets the levels")
     sweep.add_argument("--vary", choices=["rate", "concurrency"], help="override sweep.vary")
     sweep.add_argument("--levels", metavar="L1,L2,...", help="override sweep.levels (ascending), or 'auto'")
-    for command in (run, sweep):
+    canary = sub.add_parser(
+        "canary", help="run only a canary suite (exact output, JSON, tools, ...): a table of verdicts, exit 0/1",
+        description="Run a canary suite against a spec's endpoint (launching its engine if declared) or against "
+                    "--endpoint URL, one case at a time with greedy decoding. Prints each case's verdict, writes "
+                    "canaries.parquet (every request and raw response), optionally JUnit XML and, with --record, a "
+                    "copy of the suite whose exact-output references come from this (trusted) endpoint. Exit 0 when "
+                    "every case passed, 1 when any failed, 2 on usage errors.",
+        epilog="examples:\n  passport canary specs/llamacpp-smoke.yaml --suite gemma3-270m --junit canaries.xml\n"
+               "  passport canary --endpoint http://127.0.0.1:8080/v1 --suite default\n"
+               "  passport canary trusted.yaml --suite my-suite.yaml --record my-suite.yaml",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    canary.add_argument("spec", type=Path, nargs="?", help="a run spec (YAML); or give --endpoint")
+    canary.add_argument("--suite", metavar="NAME|FILE", help="a bundled suite or a suite file (default: the "
+                        "spec's `canaries`, else 'default')")
+    canary.add_argument("--api", choices=["chat", "completions"], help="the endpoint's API for cases with api: auto")
+    canary.add_argument("--junit", type=Path, metavar="FILE", help="also write the verdicts as JUnit XML")
+    canary.add_argument("--record", type=Path, metavar="FILE",
+                        help="write the suite with exact-output references recorded from this endpoint")
+    run.add_argument("--force", action="store_true",
+                     help="time the run even if the canaries fail (the passport says so prominently)")
+    for command in (run, sweep, canary):
         command.add_argument("--endpoint", metavar="URL",
                              help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1")
         command.add_argument("--api-key-env", metavar="NAME",
@@ -201,11 +224,45 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
     spec, raw, _, overrides = _load_spec(args)
     with _Printer(args.quiet) as printer:
-        outcome = execute(spec, raw, overrides, args.out, **printer.kwargs())
+        outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):
         print(line)
+    return outcome.exit_code
+
+
+def _cmd_canary(args: argparse.Namespace) -> int:
+    from passport._canary_cmd import run_canary_command
+    from passport._errors import SpecError
+    from passport._gate import junit_cases
+    from passport._spec import parse_spec
+
+    if args.spec is not None:
+        spec, _, _, _ = _load_spec(args)
+        if args.api:
+            spec = spec.model_copy(update={"endpoint": spec.endpoint.model_copy(update={"api": args.api})})
+    elif args.endpoint:
+        endpoint = {"base_url": args.endpoint, "api": args.api or "chat", "api_key_env": args.api_key_env}
+        spec = parse_spec({"endpoint": endpoint, "load": {"pattern": "closed", "concurrency": 1}}, "--endpoint")
+    else:
+        raise SpecError("give a spec or --endpoint URL (see passport canary --help)")
+    suite = args.suite or (spec.canaries if args.spec is not None and spec.canaries != "none" else "default")
+    with _Printer(args.quiet) as printer:
+        outcome = run_canary_command(spec, suite, args.out, record=args.record,
+                                     status=None if args.quiet else printer.status)
+    width = max(len(r.case_id) for r in outcome.results)
+    for r in outcome.results:
+        print(f"{'PASS' if r.passed else 'FAIL'}  {r.case_id:<{width}}  {r.kind:<12} {r.reason}")
+        if not r.passed:
+            print(f"      expected: {r.expected[:200]!r}\n      actual:   {r.actual[:200]!r}")
+    info = outcome.info
+    print(f"Canaries: {info.status.upper()} ({info.reason}); suite {info.suite} sha256 {info.suite_sha256}")
+    print(f"cases: {outcome.folder / 'canaries.parquet'}")
+    if args.junit:
+        args.junit.write_text(junit_cases(f"passport canary {info.suite}", [
+            (f"passport.canary.{info.suite}", r.case_id, r.passed, f"{r.reason}; expected {r.expected!r}, "
+                                                                    f"actual {r.actual!r}") for r in outcome.results]))
     return outcome.exit_code
 
 
@@ -295,6 +352,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "sweep":
             return _cmd_sweep(args)
+        if args.command == "canary":
+            return _cmd_canary(args)
         if args.command == "gate":
             return _cmd_gate(args)
         if args.command == "compare":

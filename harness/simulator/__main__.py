@@ -5,6 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ssl
+from pathlib import Path
+
+import yaml
 
 from harness.simulator._server import SimConfig, serve
 
@@ -20,6 +23,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="sim-model")
     parser.add_argument("--max-concurrency", type=int, default=None, help="reject (429) beyond this many streams")
+    parser.add_argument("--script", help="YAML file of scripted replies (see harness/simulator/_script.py)")
+    parser.add_argument("--forget-history", action="store_true", help="scripted recall ignores earlier turns")
     parser.add_argument("--slots", type=int, default=None, help="generate at most this many streams; queue the rest")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
@@ -41,6 +46,8 @@ def main() -> None:
         max_concurrency=args.max_concurrency, faults=faults,
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
         drop_reused=args.drop_reused, slots=args.slots,
+        script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
+        forget_history=args.forget_history,
     )
     context = None
     if args.tls_cert:

@@ -13,6 +13,8 @@ import httptools
 import numpy as np
 import orjson
 
+from harness.simulator._script import Reply, scripted_reply
+
 __all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
 
 FaultKind = Literal["disconnect", "malformed", "stall", "error_event", "http500", "reject"]
@@ -31,6 +33,7 @@ class SimConfig:
     the server has given up on, as llama-server does after each stream). `slots`: at most that
     many requests generate at once; the others wait in arrival order (as llama-server's slots do),
     so offered load above slots / service time queues up: a known saturation point for sweeps.
+    `script` / `forget_history`: scripted replies (see `_script.py`) for canary tests.
     """
 
     ttft_ms: float = 20.0
@@ -48,6 +51,8 @@ class SimConfig:
     usage_in_stream: bool = True
     drop_reused: bool = False
     slots: int | None = None
+    script: list[dict[str, Any]] = field(default_factory=list)
+    forget_history: bool = False
 
 
 class _State:
@@ -69,6 +74,22 @@ class _State:
             if every > 0 and n % every == 0:
                 return kind
         return None
+
+
+def _scripted_delta(reply: Reply, i: int) -> dict[str, Any]:
+    """Token i of a scripted reply: a text piece, or a piece of its tool call (name, then the
+    arguments in two halves)."""
+    if i < len(reply.pieces):
+        return {"content": reply.pieces[i]}
+    call = reply.tool_call or {}
+    k = i - len(reply.pieces)
+    arguments = str(call.get("arguments", ""))
+    half = len(arguments) // 2
+    if k == 0:
+        return {"tool_calls": [{"index": 0, "id": "call-0", "type": "function",
+                                "function": {"name": call.get("name", ""), "arguments": ""}}]}
+    piece = arguments[:half] if k == 1 else arguments[half:]
+    return {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -168,6 +189,12 @@ class _SimProtocol(asyncio.Protocol):
         finish = "length"
         if cfg.eos_after_tokens is not None and not req.get("ignore_eos") and cfg.eos_after_tokens < max_tokens:
             n_tokens, finish = cfg.eos_after_tokens, "stop"
+        reply = scripted_reply(cfg.script, req, chat, cfg.forget_history) if cfg.script else None
+        if reply is not None:
+            n_reply = len(reply.pieces) + (3 if reply.tool_call else 0)
+            n_tokens = min(max_tokens, n_reply)
+            finish = "tool_calls" if reply.tool_call and n_reply <= max_tokens else (
+                "stop" if n_reply < max_tokens else "length")
         prompt = req.get("prompt") if not chat else " ".join(
             str(m.get("content", "")) for m in req.get("messages", []))
         prompt_tokens = len(str(prompt).split())
@@ -210,8 +237,12 @@ class _SimProtocol(asyncio.Protocol):
                             return
                 text = f"tok{i} " if i else "tok0 "
                 last = i == n_tokens - 1
+                delta: dict[str, Any] = {"content": text}
+                if reply is not None:
+                    delta = _scripted_delta(reply, i)
+                    text = delta.get("content") or ""
                 if chat:
-                    choice = {"index": 0, "delta": {"content": text}, "finish_reason": None}
+                    choice = {"index": 0, "delta": delta, "finish_reason": None}
                 else:
                     choice = {"index": 0, "text": text, "finish_reason": finish if last else None}
                 event: dict[str, Any] = {"id": rid, "object": obj, "choices": [choice],

@@ -110,7 +110,7 @@ def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spe
     assert result.returncode == 0, result.stderr
     assert secret not in result.stdout + result.stderr
     run = only_run_dir(tmp_path / "out")
-    for path in run.iterdir():
+    for path in (p for p in run.rglob("*") if p.is_file()):  # plots/ too
         assert secret.encode() not in path.read_bytes(), path
         if path.suffix == ".parquet":  # compressed pages could hide it: look at the decoded values too
             assert secret not in str(pq.read_table(path).to_pylist()), path

@@ -1,0 +1,175 @@
+"""Checkers: one function per canary kind, from what the engine answered to a verdict.
+
+Each returns a `Check`: passed or not, a category for the validity counts when it failed
+(`wrong_answer`, `schema_failure`, `tool_failure`, `truncation`), the reason in words, and what
+was expected and found, as shown in the passport. Transport failures never reach a checker;
+they are classified from the outcome (`rejection`, `error`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import jsonschema
+
+from canaries._sandbox import extract_code, run_python
+from canaries._suite import CaseSpec
+
+__all__ = ["Check", "Answer", "check", "SPECIAL_TOKENS"]
+
+SPECIAL_TOKENS = re.compile(r"<\|[^|>]{1,40}\|>|</?tool_call>|<start_of_turn>|<end_of_turn>|<eos>|<bos>|\[TOOL_CALLS\]")
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the engine returned for a case (the last turn's, for multi-turn cases)."""
+
+    content: str
+    reasoning: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    n_token_chunks: int
+
+
+@dataclass(frozen=True)
+class Check:
+    passed: bool
+    category: str | None
+    reason: str
+    expected: str
+    actual: str
+
+
+def _ok(reason: str, expected: str, actual: str) -> Check:
+    return Check(True, None, reason, expected, actual)
+
+
+def _fail(category: str, reason: str, expected: str, actual: str) -> Check:
+    return Check(False, category, reason, expected, actual)
+
+
+def _short(text: str, n: int = 400) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _exact(case: CaseSpec, a: Answer) -> Check:
+    want = case.expect.get("text")
+    if want is None:
+        return _fail("wrong_answer", "the case has no reference output: record one from a trusted launch with "
+                                     "`passport canary --record FILE`", "a recorded reference", _short(a.content))
+    if a.content == want:
+        return _ok("output matches the reference exactly", want, a.content)
+    at = next((i for i, (x, y) in enumerate(zip(a.content, want)) if x != y), min(len(a.content), len(want)))
+    return _fail("wrong_answer", f"output differs from the reference at character {at}", want, a.content)
+
+
+def _json(case: CaseSpec, a: Answer) -> Check:
+    schema = case.schema_ or {}
+    shown = json.dumps(schema, sort_keys=True)
+    try:
+        value = json.loads(a.content)
+    except json.JSONDecodeError as exc:
+        category = "truncation" if a.finish_reason == "length" else "schema_failure"
+        return _fail(category, f"output is not JSON ({exc.msg} at {exc.pos}); the engine did not honour the "
+                               "constraint it was sent", f"JSON valid under {shown}", _short(a.content))
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        return _fail("schema_failure", f"JSON does not validate: {exc.message}", f"JSON valid under {shown}",
+                     _short(a.content))
+    return _ok("output parses and validates against the schema", f"JSON valid under {shown}", _short(a.content))
+
+
+def _tool(case: CaseSpec, a: Answer) -> Check:
+    tools = {t.get("function", {}).get("name"): t.get("function", {}) for t in case.tools or []}
+    want = case.expect.get("name")
+    expected = f"a call of {want or ' or '.join(sorted(str(n) for n in tools))} with valid arguments"
+    leaked = SPECIAL_TOKENS.findall(a.content)
+    if leaked:
+        return _fail("tool_failure", f"special tokens leaked into content: {sorted(set(leaked))}", expected,
+                     _short(a.content))
+    if not a.tool_calls:
+        return _fail("tool_failure", "no tool call was streamed", expected, _short(a.content) or "(empty)")
+    call = a.tool_calls[0]
+    name = call.get("name")
+    shown = f"{name}({call.get('arguments')})"
+    if name not in tools or (want is not None and name != want):
+        return _fail("tool_failure", f"called {name!r}, not a declared tool" if name not in tools
+                     else f"called {name!r}, expected {want!r}", expected, shown)
+    try:
+        arguments = json.loads(call.get("arguments") or "{}")
+    except json.JSONDecodeError as exc:
+        return _fail("tool_failure", f"arguments are not JSON ({exc.msg})", expected, shown)
+    try:
+        jsonschema.validate(arguments, tools[name].get("parameters") or {})
+    except jsonschema.ValidationError as exc:
+        return _fail("tool_failure", f"arguments do not validate: {exc.message}", expected, shown)
+    return _ok("the first tool call names a declared tool with valid arguments", expected, shown)
+
+
+def _contains(case: CaseSpec, a: Answer, wanted: list[str]) -> Check:
+    missing = [w for w in wanted if w.lower() not in a.content.lower()]
+    expected = "an answer containing " + ", ".join(repr(w) for w in wanted)
+    if missing:
+        return _fail("wrong_answer", f"the answer lacks {', '.join(repr(m) for m in missing)}", expected,
+                     _short(a.content))
+    return _ok("every expected fact is in the answer", expected, _short(a.content))
+
+
+def _coding(case: CaseSpec, a: Answer) -> Check:
+    result = run_python(extract_code(a.content), case.tests or "", timeout_s=case.timeout_s)
+    expected = f"code passing the tests within {case.timeout_s:g} s"
+    if result.passed:
+        return _ok(f"the tests passed in the sandbox ({result.duration_s:.2f} s)", expected, _short(a.content))
+    return _fail("wrong_answer", f"sandbox: {result.reason}", expected, _short(a.content))
+
+
+def _accounting(case: CaseSpec, a: Answer) -> Check:
+    e = case.expect
+    problems = []
+    if "finish_reason" in e and a.finish_reason != e["finish_reason"]:
+        problems.append(f"finish_reason {a.finish_reason!r}, expected {e['finish_reason']!r}")
+    if "completion_tokens" in e and a.completion_tokens != e["completion_tokens"]:
+        problems.append(f"usage.completion_tokens {a.completion_tokens}, expected {e['completion_tokens']}")
+    if a.completion_tokens is not None and a.completion_tokens > case.max_tokens:
+        problems.append(f"max_tokens {case.max_tokens} not honoured: {a.completion_tokens} tokens")
+    if a.completion_tokens is not None and a.finish_reason == "length" and a.completion_tokens != case.max_tokens:
+        problems.append(f"finish_reason length after {a.completion_tokens} of {case.max_tokens} tokens")
+    if a.completion_tokens is not None and a.finish_reason == "stop" and a.completion_tokens >= case.max_tokens \
+            and "finish_reason" not in e:
+        problems.append(f"finish_reason stop at the max_tokens limit ({a.completion_tokens} tokens)")
+    if e.get("usage_matches_chunks") and a.completion_tokens != a.n_token_chunks:
+        problems.append(f"usage says {a.completion_tokens} tokens, the stream carried {a.n_token_chunks} token chunks")
+    if a.completion_tokens is None and e.get("usage", True):
+        problems.append("no usage was reported")
+    if e.get("reasoning") == "separate" and (not a.reasoning or "<think>" in a.content):
+        problems.append("reasoning was not separated from content")
+    expected = ", ".join(f"{k}={v}" for k, v in e.items()) or f"at most {case.max_tokens} tokens"
+    actual = (f"finish_reason={a.finish_reason}, completion_tokens={a.completion_tokens}, "
+              f"token chunks={a.n_token_chunks}")
+    if problems:
+        category = "truncation" if any("finish_reason" in p for p in problems) else "wrong_answer"
+        return _fail(category, "; ".join(problems), expected, actual)
+    return _ok("length, usage and stop behaviour as expected", expected, actual)
+
+
+def check(case: CaseSpec, a: Answer) -> Check:
+    """The verdict for one case's answer."""
+    if case.kind == "exact":
+        return _exact(case, a)
+    if case.kind == "json":
+        return _json(case, a)
+    if case.kind == "tool":
+        return _tool(case, a)
+    if case.kind == "coding":
+        return _coding(case, a)
+    if case.kind == "accounting":
+        return _accounting(case, a)
+    if case.kind == "long_context":
+        return _contains(case, a, [n.expect for n in case.needles or []])
+    return _contains(case, a, [str(case.expect.get("contains", ""))])

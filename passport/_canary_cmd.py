@@ -1,0 +1,70 @@
+"""`passport canary`: only the canary suite, for release gates and for recording references.
+
+Against a spec (launching its engine if it declares one) or a bare endpoint. Writes
+`<out>/<suite>-canary-<UTC>-<id>/canaries.parquet`; `record` rewrites the suite's exact-output
+references from this (trusted) endpoint into a new suite file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from canaries import CaseResult, Suite, record_suite
+from harness import ControlClient, EngineLauncher, Timeouts
+from passport._canary import CANARIES_FILE, canary_info, load_declared_suite, run_canaries
+from passport._model import CanaryInfo
+from passport._run import auth_headers, engine_launcher, model_of
+from passport._spec import RunSpec
+
+__all__ = ["CanaryOutcome", "run_canary_command"]
+
+
+@dataclass(frozen=True)
+class CanaryOutcome:
+    folder: Path
+    suite: Suite
+    results: list[CaseResult]
+    info: CanaryInfo
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.info.status == "passed" else 1
+
+
+def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: Path | None = None,
+                       status: Callable[[str], None] | None = None) -> CanaryOutcome:
+    """Run the suite against the spec's endpoint (or launched engine); see the module docstring."""
+    say = status or (lambda _msg: None)
+    suite = load_declared_suite(suite_name)
+    headers = auth_headers(spec)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(out_root) / f"{suite.suite}-canary-{stamp}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    launcher: EngineLauncher | None = None
+    try:
+        if spec.engine is not None:
+            launcher = engine_launcher(spec, folder / "engine.log")
+            say(f"starting the engine: {' '.join(launcher.command)}")
+            launcher.start()
+        base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+        assert base_url is not None
+        with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
+            model = model_of(spec, control.models(), base_url)
+        t = spec.timeouts
+        results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file,
+                               Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), model, spec.endpoint.api,
+                               time.perf_counter_ns(), on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"))
+    finally:
+        if launcher is not None:
+            launcher.stop()
+    info = canary_info(suite, results, forced=False, folder=folder)
+    if record is not None:
+        record.write_text(record_suite(suite, results).to_yaml())
+        say(f"recorded the exact-output references into {record}")
+    say(f"every case: {folder / CANARIES_FILE}")
+    return CanaryOutcome(folder, suite, results, info)

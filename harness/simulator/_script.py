@@ -4,9 +4,10 @@ A script is a list of rules, tried in order against the last user message (chat)
 (completions); the first whose `match` is a substring decides the reply:
 
 - `reply: TEXT`: stream TEXT (one token per whitespace-separated piece, spaces kept).
-- `recall: REGEX` with `reply: TEMPLATE`: search the earlier messages for REGEX and stream
-  TEMPLATE with `{0}` replaced by its first group; with `forget_history` (or no match) the
-  reply is "I do not know." (a forgotten turn).
+- `recall: REGEX` with `reply: TEMPLATE`: search the conversation (every message, or the
+  prompt) for REGEX and stream TEMPLATE with `{0}` replaced by its first group; with
+  `forget_history` only the last message is searched; no match: "I do not know." (a
+  forgotten turn).
 - `tool_call: {name: N, arguments: JSON-TEXT}`: stream one tool call as OpenAI deltas, the
   name first and the arguments in two pieces; `content: TEXT` streams text before it.
 
@@ -39,12 +40,12 @@ def scripted_reply(script: list[dict[str, Any]], req: dict[str, Any], chat: bool
         messages = [m for m in req.get("messages") or [] if isinstance(m, dict)]
         users = [m for m in messages if m.get("role") == "user"]
         last = str(users[-1].get("content", "")) if users else ""
-        history = " ".join(str(m.get("content", "")) for m in messages[:-1])
+        history = " ".join(str(m.get("content", "")) for m in messages)
     else:
         last = str(req.get("prompt", ""))
         history = last
     if forget_history:
-        history = ""
+        history = last
     for rule in script:
         if str(rule.get("match", "")) not in last:
             continue

@@ -116,3 +116,23 @@ def test_concurrency_sweep_finds_a_knee_on_the_real_engine(
     first = json.loads((folder / "levels" / levels[1]["run"] / "passport.json").read_text())
     second = json.loads((folder / "levels" / levels[2]["run"] / "passport.json").read_text())
     assert first["protocol"]["workload"]["sha256"] != second["protocol"]["workload"]["sha256"]  # fresh prompts
+
+
+def test_bundled_suite_passes_on_the_real_engine_and_a_broken_launch_is_held(
+    gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    spec = {**_spec(gguf_path, "completions"), "name": "e2e-canaries", "canaries": "gemma3-270m"}
+    result = run_cli("run", str(write_spec(spec, name="good.yaml")), "--out", str(tmp_path / "good"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    passport = json.loads((only_run_dir(tmp_path / "good") / "passport.json").read_text())
+    canaries = passport["validity"]["canaries"]
+    assert canaries["status"] == "passed" and canaries["n_cases"] == 5 and canaries["suite"] == "gemma3-270m"
+    # the same model launched with another chat template: the chat case answers differently
+    broken = {**spec, "engine": {"launch": LAUNCH + " --chat-template gemma", "model_path": str(gguf_path)}}
+    result = run_cli("run", str(write_spec(broken, name="broken.yaml")), "--out", str(tmp_path / "broken"), "--quiet")
+    assert result.returncode == 1 and "Result is: HOLD" in result.stdout
+    run = only_run_dir(tmp_path / "broken")
+    passport = json.loads((run / "passport.json").read_text())
+    (failure,) = passport["validity"]["canaries"]["failures"]
+    assert failure["case_id"] == "exact-chat-greeting" and failure["expected"] == "Say hello to the reader.<|im_end|>\n"
+    assert pq.read_table(run / "requests.parquet").num_rows == 0  # caught before any timed request

@@ -24,7 +24,10 @@ SMALL = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
 
 
 def _spec(url: str, load: dict[str, object], **extra: Any) -> dict[str, object]:
+    """A small spec against `url`. Canaries are off unless asked for: the simulator's faults hit
+    every k-th request it sees, and canary requests would shift them."""
     extra["validity"] = {**LENIENT_CLIENT, **extra.get("validity", {})}
+    extra.setdefault("canaries", "none")
     return {"name": "faults", "endpoint": {"base_url": url}, "workload": SMALL, "load": load, **extra}
 
 

@@ -9,7 +9,15 @@ cases with the outputs of a trusted endpoint. See README "Canaries" for writing 
 
 from canaries._checks import SPECIAL_TOKENS, Answer, Check, check
 from canaries._record import record_suite
-from canaries._run import CANARIES_SCHEMA, GREEDY, CaseResult, long_context_prompt, run_suite, write_results
+from canaries._run import (
+    CANARIES_SCHEMA,
+    GREEDY,
+    CaseResult,
+    long_context_prompt,
+    run_case,
+    run_suite,
+    write_results,
+)
 from canaries._sandbox import SandboxResult, extract_code, network_isolation, run_python
 from canaries._suite import KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
 
@@ -33,6 +41,7 @@ __all__ = [
     "long_context_prompt",
     "network_isolation",
     "record_suite",
+    "run_case",
     "run_python",
     "run_suite",
     "write_results",

@@ -23,7 +23,7 @@ from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
 from harness import Api, Exchange, HttpClient, StreamSummary, classify, summarize
 
-__all__ = ["CaseResult", "run_suite", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
+__all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
 
 GREEDY: dict[str, Any] = {"temperature": 0.0, "seed": 42}
 _FILLER = (Path(__file__).resolve().parent / "data" / "filler.txt").read_text().split()
@@ -127,7 +127,7 @@ async def _send(client: HttpClient, path: str, body: dict[str, Any],
     return ex, summary, outcome, error
 
 
-async def _run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str, api: Api, t0_ns: int,
+async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str, api: Api, t0_ns: int,
                     phase: str) -> CaseResult:
     api = api if case.api == "auto" else case.api
     path = "/chat/completions" if api == "chat" else "/completions"
@@ -181,7 +181,7 @@ async def run_suite(client: HttpClient, suite: Suite, model: str, api: Api, t0_n
     cases with `api: auto`; `on_case(result)` after each."""
     results = []
     for case in suite.cases:
-        result = await _run_case(client, suite, case, model, api, t0_ns, phase)
+        result = await run_case(client, suite, case, model, api, t0_ns, phase)
         results.append(result)
         if on_case is not None:
             on_case(result)

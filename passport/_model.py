@@ -38,6 +38,7 @@ __all__ = [
     "RuleResult",
     "CanaryFailure",
     "CanaryInfo",
+    "CanaryUnderLoad",
     "Validity",
     "Stat",
     "WindowInfo",
@@ -177,6 +178,13 @@ class CanaryFailure(_Model):
     actual: str
 
 
+class CanaryUnderLoad(_Model):
+    share: float
+    n_cases: int
+    n_failed: int
+    failures: list[CanaryFailure] = Field(default_factory=list)
+
+
 class CanaryInfo(_Model):
     """The pre-timing canary gate (every case is in canaries.parquet)."""
 
@@ -189,6 +197,10 @@ class CanaryInfo(_Model):
     n_failed: int | None = None
     forced: bool = False
     failures: list[CanaryFailure] = Field(default_factory=list)
+    largest_context_served_tokens: int | None = Field(
+        None, description="The largest prompt (usage.prompt_tokens) a long-context case had answered.")
+    under_load: CanaryUnderLoad | None = Field(
+        None, description="Cases sampled during the timed run (canary_share), kept apart from the gate.")
 
 
 class Validity(_Model):

@@ -152,6 +152,15 @@ def _validity_blocks(p: Passport) -> list[Block]:
               [[r.name, r.status, _value(r.measured) if r.measured is not None else "—",
                 _value(r.threshold) if r.threshold is not None else "—", r.message] for r in p.validity.rules]),
     ]
+    c = p.validity.canaries
+    if c.status != "not_run":
+        blocks.append(Para(f"Canaries: suite `{c.suite}` v{c.suite_version} (sha256 `{(c.suite_sha256 or '')[:16]}…`): "
+                           f"{c.reason}" + (f"; the largest context served {c.largest_context_served_tokens} tokens"
+                                            if c.largest_context_served_tokens else "") + "."))
+        if c.failures:
+            blocks.append(Table(["case", "kind", "category", "reason", "expected", "actual"],
+                                [[f"`{f.case_id}`", f.kind, f.category, f.reason, _value(f.expected),
+                                  _value(f.actual)] for f in c.failures]))
     recs = [r for r in p.validity.rules if r.recommendation]
     if recs:
         blocks += [Para("Recommendations:"), Bullets([f"{r.name}: {r.recommendation}" for r in recs])]

@@ -45,7 +45,7 @@ from harness import (
     build_body,
     build_schedule,
 )
-from passport._canary import canary_counts, canary_info, load_declared_suite, run_canaries
+from passport._canary import UnderLoad, canary_counts, canary_info, load_declared_suite, run_canaries
 from passport._errors import SpecError
 from passport._identity import (
     collect_declared,
@@ -152,6 +152,7 @@ async def _timed_phase(
     tokenizer: LoadedTokenizer,
     progress: ProgressSink | None,
     run_start_ns: int,
+    under_load: UnderLoad | None,
 ) -> tuple[list[RepetitionResult], str | None]:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -176,7 +177,7 @@ async def _timed_phase(
     count = tokenizer.tokenizer.encode if tokenizer.exact else None
     runner = Runner(client, spec.endpoint.api, spec.load, schedule, pool, requests_w, chunks_w, t0_ns, stop,
                     record_text=spec.record_text, count_tokens=(lambda s: len(count(s))) if count else None,
-                    progress=progress)
+                    progress=under_load if under_load is not None else progress)
 
     engine_exit_seen: list[bool] = []
 
@@ -213,6 +214,8 @@ async def _timed_phase(
     background = [loop.create_task(ClientMonitor(telemetry_w, t0_ns).run())]
     if launcher is not None:
         background.append(loop.create_task(watch_engine()))
+    canaries_done = asyncio.Event()
+    sampler = loop.create_task(under_load.run(canaries_done)) if under_load is not None else None
     try:
         await client.start()
         try:
@@ -223,6 +226,12 @@ async def _timed_phase(
         if runner.abort_reason:
             reason.append(runner.abort_reason)
     finally:
+        canaries_done.set()
+        if sampler is not None:  # let a case in flight finish, within reason
+            try:
+                await asyncio.wait_for(sampler, timeout=30)
+            except (TimeoutError, asyncio.CancelledError):
+                pass
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
@@ -391,8 +400,16 @@ def execute(
             total = schedule.table.num_rows * spec.load.repetitions
         sink = progress(total) if progress else None
         say(f"timed phase: {spec.load} x {spec.load.repetitions}")
+        under_load = None
+        if suite is not None and spec.canary_share > 0:
+            under_load = UnderLoad(suite, HttpClient(endpoint, timeouts, max_idle=1, extra_headers=headers,
+                                                     ca_file=spec.endpoint.ca_file),
+                                   model_id, spec.endpoint.api, t0_ns, spec.canary_share, sink)
         repetitions, stop_reason = _run_loop(_timed_phase(
-            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns))
+            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns, under_load))
+        if under_load is not None and suite is not None and canary_results is not None:
+            canaries = canary_info(suite, canary_results, force, folder, under_load=under_load.results,
+                                   share=spec.canary_share)
     except _Hold:
         pass
     except BaseException:

@@ -147,7 +147,10 @@ class RunSpec(_Strict):
     decoding: DecodingSpec = Field(default_factory=DecodingSpec)
     load: LoadSpec
     prefix_cache: Literal["cold", "warm"] = "warm"
-    canaries: str = "default"
+    canaries: str = Field("default", description="A bundled suite name or a suite file; none: skip (the passport "
+                                                 "says so).")
+    canary_share: float = Field(0.0, ge=0, le=0.5, description="During the timed run, one canary case after every "
+                                                               "1/share completed requests (0: none).")
     slo: dict[str, str | float] = Field(
         default_factory=dict, description="<metric id>.<stat>: bound, e.g. ttft.any.p99: 2s (see passport.declared).")
     discard: list[str] = Field(

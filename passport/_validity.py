@@ -122,6 +122,14 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
                            + (" (timed anyway: --force)" if canary.forced else ""),
                            "fix the engine's correctness before timing it; canaries.parquet has each case's request "
                            "and raw response"))
+    under_load = canary.under_load
+    if under_load is not None:
+        failed_cases = "; ".join(f"{f.case_id}: {f.reason}" for f in under_load.failures[:5])
+        rules.append(_rule(
+            "canaries_under_load", under_load.n_failed == 0, under_load.n_failed, 0,
+            f"{under_load.n_failed} of {under_load.n_cases} canary cases sampled during the timed run failed"
+            + (f": {failed_cases}" if failed_cases else ""),
+            "the engine answered correctly when idle but not under this load: its speed here is not usable"))
     measured = counts["measured"] or 0
     succeeded = counts["succeeded"] or 0
     rules.append(_rule(

@@ -20,6 +20,7 @@ Discard rules, `discard: [<rule>, ...]`, each evaluated per repetition:
   exited during it and engine.log reports running out of memory.
 - `capacity_below_workload`: a request of the repetition needed more context (prompt tokens +
   max_tokens) than the engine realized per sequence (not evaluable when the engine did not say).
+- `canary_failed`: a canary case sampled during the repetition (`canary_share`) failed.
 - `error_rate > <fraction or %>`: failed / measured requests of the repetition.
 - `<metric id>.<stat> > <duration>`: that success-only statistic over the repetition.
 
@@ -45,7 +46,7 @@ DECLARED_FILE = "declared.json"
 SLO_METRICS = ("ttft.any", "ttft.content", "ttft.any.sched", "ttft.content.sched", "tpot", "itl.chunk", "e2e",
                "e2e.sched")
 SLO_STATS: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9, "max": 100.0}
-_FLAG_RULES = ("engine_exited", "out_of_memory", "capacity_below_workload")
+_FLAG_RULES = ("engine_exited", "out_of_memory", "capacity_below_workload", "canary_failed")
 _THRESHOLD = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(>=|>)\s*(\S+)\s*$")
 
 

@@ -34,6 +34,7 @@ class RepetitionData:
     engine_log: str
     latencies: dict[str, np.ndarray]
     itl_by_request: dict[int, np.ndarray]
+    canaries: pa.Table | None = None
 
 
 def _engine_exit_repetitions(data: RepetitionData, rep: np.ndarray) -> set[int]:
@@ -71,6 +72,8 @@ def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, 
         return hit, hit, why
     if rule.kind == "capacity_below_workload":
         return None
+    if rule.kind == "canary_failed":
+        return _canary_failed(data, in_rep)
     n = int(m.sum())
     if rule.kind == "error_rate":
         if n == 0:
@@ -92,6 +95,25 @@ def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, 
         return None
     hit = value > rule.value if rule.op == ">" else value >= rule.value
     return hit, float(value), f"{rule.metric}.{rule.stat} = {value * 1000:.3f} ms over this repetition"
+
+
+def _canary_failed(data: RepetitionData, in_rep: np.ndarray) -> tuple[bool, Any, str] | None:
+    """Canary cases sampled under load whose send falls within the repetition's span."""
+    if data.canaries is None or not data.canaries.num_rows:
+        return None
+    sent, end = numeric_column(data.requests, "sent_ns")[in_rep], numeric_column(data.requests, "end_ns")[in_rep]
+    if not np.isfinite(sent).any():
+        return None
+    lo, hi = float(np.nanmin(sent)), float(np.nanmax(end))
+    phase = object_column(data.canaries, "phase")
+    c_sent = numeric_column(data.canaries, "sent_ns")
+    during = (phase == "under_load") & (c_sent >= lo) & (c_sent <= hi)
+    if not during.any():
+        return None
+    failed = during & (object_column(data.canaries, "verdict") == "fail")
+    ids = sorted(set(object_column(data.canaries, "case_id")[failed].tolist()))
+    return bool(failed.any()), int(failed.sum()), (f"{int(failed.sum())} of {int(during.sum())} canary cases sent "
+                                                   f"during it failed" + (f" ({', '.join(ids)})" if ids else ""))
 
 
 def _capacity(r: int, data: RepetitionData, rep: np.ndarray,

@@ -2,7 +2,8 @@
 
 `compute_results(run_dir)` is the one function that produces the figures, at the end of a run
 and again in `passport verify`: it reads `requests`, `chunks` and `telemetry` Parquet (or their
-`.parts/`), `engine.log` and `declared.json`, and nothing else. numpy and pyarrow only.
+`.parts/`), `engine.log`, `declared.json` and `canaries.parquet` (for the `canary_failed`
+discard rule), nothing else. numpy and pyarrow only.
 
 Conventions (the metric definitions themselves are in `passport.metrics`):
 - Only requests with `phase == "measure"` count; warm-up requests never do, nor do the requests
@@ -88,7 +89,7 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
     success = np.isin(outcome, SUCCESS_OUTCOMES)
     gaps_by_request = itl_gaps_by_request(chunks, request_ids[success])
     discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
-                                                         gaps_by_request))
+                                                         gaps_by_request, load_table(run_dir, "canaries")))
     discarded_reps = [d["repetition"] for d in discard["discarded"]]
     measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded_reps)
     ok_m = measured & success

@@ -33,7 +33,9 @@ class SimConfig:
     the server has given up on, as llama-server does after each stream). `slots`: at most that
     many requests generate at once; the others wait in arrival order (as llama-server's slots do),
     so offered load above slots / service time queues up: a known saturation point for sweeps.
-    `script` / `forget_history`: scripted replies (see `_script.py`) for canary tests.
+    `script` / `forget_history`: scripted replies (see `_script.py`) for canary tests;
+    `garble_above`: a request that arrives while at least that many others stream gets its
+    scripted reply garbled (an engine whose answers degrade under load).
     """
 
     ttft_ms: float = 20.0
@@ -53,6 +55,7 @@ class SimConfig:
     slots: int | None = None
     script: list[dict[str, Any]] = field(default_factory=list)
     forget_history: bool = False
+    garble_above: int | None = None
 
 
 class _State:
@@ -190,6 +193,8 @@ class _SimProtocol(asyncio.Protocol):
         if cfg.eos_after_tokens is not None and not req.get("ignore_eos") and cfg.eos_after_tokens < max_tokens:
             n_tokens, finish = cfg.eos_after_tokens, "stop"
         reply = scripted_reply(cfg.script, req, chat, cfg.forget_history) if cfg.script else None
+        if reply is not None and cfg.garble_above is not None and state.active >= cfg.garble_above:
+            reply = Reply(["garbled " for _ in reply.pieces], None)
         if reply is not None:
             n_reply = len(reply.pieces) + (3 if reply.tool_call else 0)
             n_tokens = min(max_tokens, n_reply)

@@ -158,3 +158,33 @@ def test_record_mode_pins_a_trusted_endpoints_output(simulator: SimFactory, tmp_
     result = run_cli("canary", "--endpoint", changed, "--api", "completions", "--suite", str(recorded),
                      "--out", str(tmp_path / "c"))
     assert result.returncode == 1 and "output differs from the reference at character 15" in result.stdout
+
+
+@pytest.mark.parametrize("discard", [False, True])
+def test_canaries_sampled_under_load_catch_an_engine_that_degrades_when_busy(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, discard: bool
+) -> None:
+    # the pre-timing gate sends one case at a time: the engine is idle and answers right; during
+    # the run four users keep it busy, and it garbles every scripted answer
+    suite, script = _files(tmp_path, RIGHT)
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--script", str(script), "--garble-above", "2")
+    extra: dict[str, Any] = {"canaries": str(suite), "canary_share": 0.1}
+    if discard:
+        extra["discard"] = ["canary_failed"]
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "measure": {"requests": 120}}, **extra))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    canaries = passport["validity"]["canaries"]
+    assert canaries["status"] == "passed"  # the gate
+    under = canaries["under_load"]
+    assert under["share"] == 0.1 and under["n_cases"] >= 5 and under["n_failed"] >= 1
+    table = pq.read_table(run / "canaries.parquet").to_pandas()
+    assert set(table.phase) == {"gate", "under_load"} and (table[table.phase == "gate"].verdict == "pass").all()
+    assert "garbled" in " ".join(table[table.verdict == "fail"].actual)
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "canaries_under_load")
+    assert rule["status"] == "FAIL" and result.returncode == 1 and passport["verdict"] == "INVALID"
+    if discard:  # the one repetition is discarded by the pre-registered rule: nothing is left to count
+        (gone,) = passport["results"]["discard"]["discarded"]
+        assert gone["rule"] == "canary_failed" and passport["validity"]["counts"]["measured"] == 0
+    assert run_cli("verify", str(run)).returncode == 0

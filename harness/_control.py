@@ -5,7 +5,6 @@ Kept off the timing loop: these run before the timed phase, or in the launcher's
 
 from __future__ import annotations
 
-import hashlib
 import ssl
 from typing import Any
 
@@ -34,12 +33,12 @@ class ControlClient:
     """httpx client for the endpoint's control plane; `headers` may carry the API key."""
 
     def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0,
-                 ca_file: str | None = None) -> None:
+                 ca_file: str | None = None, transport: httpx.BaseTransport | None = None) -> None:
         self.base_url = base_url.rstrip("/")
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.root_url = root
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
-        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s, verify=verify)
+        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s, verify=verify, transport=transport)
 
     def close(self) -> None:
         self._client.close()
@@ -82,33 +81,29 @@ class ControlClient:
         except httpx.HTTPError:
             return False
 
-    def get_json(self, path: str) -> dict[str, Any] | None:
-        """GET {root}{path} as JSON, or None when absent or failing (a probe, never fatal)."""
+    def request(self, method: str, path: str, body: Any = None) -> httpx.Response | None:
+        """{method} {root}{path}; None when unreachable (a probe, never fatal)."""
         try:
-            response = self._client.get(f"{self.root_url}{path}")
+            return self._client.request(method, f"{self.root_url}{path}", json=body)
         except httpx.HTTPError:
             return None
-        if response.status_code != 200:
+
+    def get_any(self, path: str, method: str = "GET", body: Any = None) -> Any:
+        """{root}{path} as parsed JSON (any type), or None when absent, failing or not JSON."""
+        response = self.request(method, path, body)
+        if response is None or response.status_code != 200:
             return None
         try:
-            value = response.json()
+            return response.json()
         except ValueError:
             return None
+
+    def get_json(self, path: str, method: str = "GET", body: Any = None) -> dict[str, Any] | None:
+        """{root}{path} as a JSON object, or None when absent or failing (a probe, never fatal)."""
+        value = self.get_any(path, method, body)
         return value if isinstance(value, dict) else None
 
-    def llamacpp_props(self) -> dict[str, Any]:
-        """llama.cpp `/props`: build, model path, slots, per-slot context, chat template hash."""
-        props = self.get_json("/props")
-        if props is None:
-            return {}
-        settings = props.get("default_generation_settings") or {}
-        template = props.get("chat_template")
-        return {
-            "engine.build": props.get("build_info"),
-            "model.path": props.get("model_path"),
-            "engine.total_slots": props.get("total_slots"),
-            "engine.n_ctx_per_slot": settings.get("n_ctx"),
-            "model.chat_template_sha256": (
-                hashlib.sha256(template.encode()).hexdigest() if isinstance(template, str) else None
-            ),
-        }
+    def get_text(self, path: str) -> str | None:
+        """GET {root}{path} as text (e.g. Prometheus /metrics), or None when absent or failing."""
+        response = self.request("GET", path)
+        return response.text if response is not None and response.status_code == 200 else None

@@ -69,7 +69,7 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     load = effective["load"]
     return {
         "model": ident.get("model.file_sha256") or ident.get("model.root") or ident.get("model.id"),
-        "precision": {k: ident.get(k) for k in sorted(ident) if k.endswith(("weights_format", "kv_cache_dtype"))},
+        "precision": {k: ident.get(k) for k in ("model.quantization", "model.dtype", "engine.kv_cache_dtype")},
         "decoding": p.protocol.request_params,
         "workload": p.protocol.workload.sha256,
         "load": {"schedule": p.protocol.schedule.sha256, "pattern": p.protocol.schedule.pattern},

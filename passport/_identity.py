@@ -1,8 +1,9 @@
 """Who and what was measured: one `collect_*` function per source.
 
 Each returns {field: SourcedValue}; what a source cannot tell is left out (and shows as
-unknown), never guessed. Sources: the endpoint (`probed`, with the URL path as `via`), the
-launcher (`launcher`), the spec (`declared`), and this machine (`client`). Secrets are never
+unknown), never guessed. Sources: the endpoint (`probed`, with the URL path as `via`; see
+`passport._probe`), the launcher (`launcher`), the spec (`declared`), and this machine
+(`client`: CPU, memory, OS, kernel, GPU through NVML where present). Secrets are never
 read here: launch commands are recorded with key/token values redacted.
 """
 
@@ -15,15 +16,13 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any
 
 import psutil
 
-from harness import ControlClient, EngineLauncher, detect_engine
+from harness import EngineLauncher
 from passport._model import HarnessInfo, SourcedValue
 
-__all__ = ["collect_endpoint", "collect_launcher", "collect_declared", "collect_host", "collect_harness",
-           "sha256_file"]
+__all__ = ["collect_launcher", "collect_host", "collect_harness", "sha256_file"]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -34,34 +33,6 @@ def sha256_file(path: Path) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _probed(value: Any, via: str) -> SourcedValue:
-    return SourcedValue(value=value, source="probed", via=via)
-
-
-def collect_endpoint(control: ControlClient, cards: list[dict[str, Any]], model_id: str) -> dict[str, SourcedValue]:
-    """From /v1/models (the card of `model_id`) and engine-specific probes."""
-    card = next((c for c in cards if c.get("id") == model_id), {})
-    fields: dict[str, SourcedValue] = {"model.id": _probed(model_id, "/v1/models")}
-    if card.get("owned_by") is not None:
-        fields["model.owned_by"] = _probed(card["owned_by"], "/v1/models")
-    engine = detect_engine(card)
-    if engine:
-        fields["engine.name"] = _probed(engine, "/v1/models owned_by")
-    for key in ("root", "max_model_len"):
-        if card.get(key) is not None:
-            fields[f"model.{key}"] = _probed(card[key], "/v1/models")
-    meta = card.get("meta") or {}
-    for src, dst in (("n_params", "model.n_params"), ("n_ctx_train", "model.n_ctx_train"),
-                     ("size", "model.size_bytes"), ("n_vocab", "model.n_vocab")):
-        if meta.get(src) is not None:
-            fields[dst] = _probed(meta[src], "/v1/models meta")
-    if engine == "llama.cpp":
-        for key, value in control.llamacpp_props().items():
-            if value is not None:
-                fields[key] = _probed(value, "/props")
-    return fields
 
 
 def collect_launcher(
@@ -84,14 +55,6 @@ def collect_launcher(
         if model_sha256:
             fields["model.file_sha256"] = SourcedValue(value=model_sha256, source="launcher")
     return fields
-
-
-def collect_declared(declared: dict[str, Any]) -> dict[str, SourcedValue]:
-    """Facts the endpoint cannot tell, as the spec's `identity` section declares them."""
-    return {
-        key if "." in key else f"declared.{key}": SourcedValue(value=value, source="declared", via=f"identity.{key}")
-        for key, value in declared.items()
-    }
 
 
 def collect_host() -> dict[str, SourcedValue]:

@@ -59,6 +59,24 @@ def file_entries(folder: Path) -> dict[str, FileEntry]:
     return entries
 
 
+def _context_needed(request_set: RequestSet) -> int | None:
+    """The longest request's prompt (client count) plus its output budget, in tokens."""
+    table = request_set.table
+    if not table.num_rows:
+        return None
+    prompt = table.column("input_tokens_client").to_pylist()
+    output = table.column("output_tokens_target").to_pylist()
+    return max(int(p or 0) + int(o or 0) for p, o in zip(prompt, output))
+
+
+def _int_value(value: SourcedValue | None) -> int | None:
+    return value.value if value is not None and isinstance(value.value, int) else None
+
+
+def _via(value: SourcedValue | None) -> str | None:
+    return None if value is None else f"{value.source}: {value.via}"
+
+
 def assemble_passport(
     *,
     folder: Path,
@@ -103,6 +121,9 @@ def assemble_passport(
         exact_lengths=request_set.exact_lengths,
         canaries=canaries,
         forced=canaries.forced,
+        context_needed_tokens=_context_needed(request_set),
+        context_capacity_tokens=_int_value(identity.get("capacity.context_per_sequence")),
+        capacity_source=_via(identity.get("capacity.context_per_sequence")),
     )
     rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests, discarded))
     verdict = verdict_of(rules, facts)

@@ -48,8 +48,6 @@ from harness import (
 from passport._canary import UnderLoad, canary_counts, canary_info, load_declared_suite, run_canaries
 from passport._errors import SpecError
 from passport._identity import (
-    collect_declared,
-    collect_endpoint,
     collect_harness,
     collect_host,
     collect_launcher,
@@ -57,6 +55,7 @@ from passport._identity import (
 )
 from passport._model import CanaryInfo, DeclaredInfo, Override, Passport, SourcedValue
 from passport._passport import assemble_passport, write_passport
+from passport._probe import complete_identity, probe_endpoint
 from passport._spec import RunSpec
 from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
@@ -111,7 +110,7 @@ def _resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tupl
         return declared, None
     if spec.engine and spec.engine.model_path and spec.engine.model_path.endswith(".gguf"):
         return f"gguf:{os.path.expanduser(spec.engine.model_path)}", "auto: the launched model's GGUF"
-    probed = identity.get("model.path")
+    probed = identity.get("model.root")
     if probed and isinstance(probed.value, str) and probed.value.endswith(".gguf") and os.path.isfile(probed.value):
         return f"gguf:{probed.value}", "auto: the GGUF the server reports in /props"
     return "none", "auto: no local tokenizer found for this model; lengths are approximate"
@@ -119,7 +118,7 @@ def _resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tupl
 
 def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> DeclaredInfo:
     """Freeze the effective spec and the realized per-sequence context into declared.json."""
-    probed = identity.get("engine.n_ctx_per_slot")
+    probed = identity.get("capacity.context_per_sequence")
     capacity = probed.value if probed is not None and isinstance(probed.value, int) else None
     source = f"{probed.source} ({probed.via})" if capacity is not None and probed is not None else None
     sha = write_declared(folder, spec.model_dump(mode="json"), capacity, source)
@@ -337,7 +336,7 @@ def execute(
         with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
             cards = control.models()
             model_id = model_of(spec, cards, base_url)
-            identity.update(collect_endpoint(control, cards, model_id))
+            identity.update(probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api))
         engine_name = identity.get("engine.name")
         engine = str(engine_name.value) if engine_name else None
         tok_source, tok_note = _resolve_tokenizer(spec, identity)
@@ -351,7 +350,7 @@ def execute(
                 model_sha = sha256_file(Path(model_path))
             identity.update(collect_launcher(launcher, model_path, model_sha))
         identity.update(collect_host())
-        identity.update(collect_declared(spec.identity))
+        identity = complete_identity(identity, spec.identity)
 
         schedule = build_schedule(spec.load, spec.workload.requests)
         say(f"materializing {schedule.pool_size} requests")

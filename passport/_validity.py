@@ -34,6 +34,9 @@ class RunFacts:
     exact_lengths: bool
     canaries: CanaryInfo
     forced: bool
+    context_needed_tokens: int | None = None
+    context_capacity_tokens: int | None = None
+    capacity_source: str | None = None
 
 
 def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
@@ -182,6 +185,17 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
                            "the launched engine stayed up" if restarts == 0 else
                            f"the launched engine exited {restarts} time(s) during the run",
                            "see engine.log in the run folder"))
+    needed, realized = facts.context_needed_tokens, facts.context_capacity_tokens
+    if realized is None:
+        rules.append(RuleResult(name="context_capacity", status="SKIP", measured=needed,
+                                message="the engine did not report its per-sequence context; declare "
+                                        "identity.max_context to check the workload against it"))
+    elif needed is not None:
+        rules.append(_rule(
+            "context_capacity", needed <= realized, needed, realized,
+            f"the longest request needs {needed} tokens (prompt + output); the engine realized {realized} per "
+            f"sequence ({facts.capacity_source})",
+            "shorten workload.input_tokens / output_tokens or give the engine more context per sequence"))
     short = counts["short_outputs"] or 0
     rules.append(_rule("output_budget", short == 0, short, 0,
                        f"{short} successful requests returned fewer tokens than their declared output length",

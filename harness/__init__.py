@@ -11,6 +11,7 @@ from harness._errors import EndpointError, EngineLaunchError, HarnessError, Sche
 from harness._http import Endpoint, Exchange, HttpClient, Timeouts
 from harness._launcher import EngineLauncher, free_port, redact_command
 from harness._openai import CHUNK_KINDS, OUTCOMES, Api, ChunkKind, StreamSummary, build_body, classify, summarize
+from harness._prom import Sample, samples
 from harness._recorder import (
     CHUNKS_SCHEMA,
     RAW_SCHEMA_VERSION,
@@ -22,6 +23,7 @@ from harness._recorder import (
 from harness._runner import PreparedRequest, ProgressSink, RepetitionResult, Runner
 from harness._schedule import SCHEDULE_SCHEMA, LoadSpec, MeasureSpec, Schedule, WarmupSpec, build_schedule
 from harness._sse import SSEParser
+from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, TrtllmJsonSource, nvml_devices
 
 __all__ = [
     "Api",
@@ -37,6 +39,9 @@ __all__ = [
     "Exchange",
     "HarnessError",
     "HttpClient",
+    "NvmlSource",
+    "PrometheusSource",
+    "Sample",
     "LoadSpec",
     "MeasureSpec",
     "OUTCOMES",
@@ -53,6 +58,8 @@ __all__ = [
     "StreamSummary",
     "TELEMETRY_SCHEMA",
     "TableWriter",
+    "TelemetrySampler",
+    "TrtllmJsonSource",
     "Timeouts",
     "WarmupSpec",
     "build_body",
@@ -61,6 +68,8 @@ __all__ = [
     "detect_engine",
     "free_port",
     "join_parts",
+    "nvml_devices",
     "redact_command",
+    "samples",
     "summarize",
 ]

@@ -9,7 +9,9 @@
   written before the first timed request); `results.slo` (targets, attainment) with
   `goodput.*` rates in `results.metrics`; `results.discard` (pre-registered discard rules and
   the repetitions they discarded); `validity.canaries` with the suite hash, case counts and each
-  failed case's expected and actual output. A 1.0 passport reads as 1.1 with these fields null.
+  failed case's expected and actual output; `results.server` (KV-cache usage, queues, preemptions,
+  prefix-cache hit rate, GPU memory/power/energy over the window) and `protocol.telemetry`.
+  A 1.0 passport reads as 1.1 with these fields null.
 
 The generated JSON Schema is committed at `passport/schema/passport.schema.json`
 (`python -m passport.schema` rewrites it; a test fails when it drifts).
@@ -44,6 +46,7 @@ __all__ = [
     "WindowInfo",
     "PeakMemory",
     "ClientInfo",
+    "ServerStats",
     "SloTargetResult",
     "SloResult",
     "Discarded",
@@ -154,6 +157,7 @@ class Protocol(_Model):
     started_utc: str
     finished_utc: str | None
     declared: DeclaredInfo | None = None
+    telemetry: dict[str, Any] | None = Field(None, description="Sources sampled, interval, and what was not.")
 
 
 class RuleResult(_Model):
@@ -288,6 +292,21 @@ class DiscardResult(_Model):
     not_evaluable: list[dict[str, str]]
 
 
+class ServerStats(_Model):
+    """Server-side series over the measurement windows (see passport/server_stats.py)."""
+
+    gauges: dict[str, dict[str, float]]
+    counter_deltas: dict[str, float]
+    prefix_cache_hit_rate: float | None
+    gpu_memory_peak_bytes: int | None
+    gpu_source: str | None
+    gpu_utilization_mean_pct: float | None
+    power_mean_w: float | None
+    energy_j: float | None
+    energy_reason: str | None
+    scrape_failures: int
+
+
 class Results(_Model):
     metrics: dict[str, Stat]
     metrics_failure_inclusive: dict[str, Stat]
@@ -298,6 +317,7 @@ class Results(_Model):
     client: ClientInfo
     slo: SloResult | None = None
     discard: DiscardResult | None = None
+    server: ServerStats | None = None
 
 
 class FileEntry(_Model):

@@ -101,6 +101,7 @@ def assemble_passport(
     harness: HarnessInfo,
     declared: DeclaredInfo | None = None,
     canary_counts: dict[str, int] | None = None,
+    telemetry: dict[str, Any] | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -161,6 +162,7 @@ def assemble_passport(
         started_utc=started_utc,
         finished_utc=finished_utc,
         declared=declared,
+        telemetry=telemetry,
     )
     validity = Validity(verdict=verdict, complete=complete, incomplete_reason=facts.incomplete_reason,
                         forced=canaries.forced, canaries=canaries, rules=rules, counts=counts)

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlparse
 
-from harness import ControlClient, detect_engine
-from harness._prom import Sample, samples
+from harness import ControlClient, Sample, detect_engine, samples
 from passport._model import SourcedValue
 
 __all__ = ["STANDARD_FIELDS", "DECLARED_ALIASES", "MANAGED_HOSTS", "probe_endpoint", "complete_identity"]

@@ -41,6 +41,7 @@ from harness import (
     Runner,
     Schedule,
     TableWriter,
+    TelemetrySampler,
     Timeouts,
     build_body,
     build_schedule,
@@ -57,6 +58,7 @@ from passport._model import CanaryInfo, DeclaredInfo, Override, Passport, Source
 from passport._passport import assemble_passport, write_passport
 from passport._probe import complete_identity, probe_endpoint
 from passport._spec import RunSpec
+from passport._telemetry import choose_sources
 from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
@@ -152,6 +154,7 @@ async def _timed_phase(
     progress: ProgressSink | None,
     run_start_ns: int,
     under_load: UnderLoad | None,
+    telemetry_sources: list[Any],
 ) -> tuple[list[RepetitionResult], str | None]:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -211,6 +214,9 @@ async def _timed_phase(
             await asyncio.sleep(0.5)
 
     background = [loop.create_task(ClientMonitor(telemetry_w, t0_ns).run())]
+    if telemetry_sources:
+        sampler_task = TelemetrySampler(telemetry_sources, telemetry_w, t0_ns, spec.telemetry.interval_s).run()
+        background.append(loop.create_task(sampler_task))
     if launcher is not None:
         background.append(loop.create_task(watch_engine()))
     canaries_done = asyncio.Event()
@@ -337,6 +343,9 @@ def execute(
             cards = control.models()
             model_id = model_of(spec, cards, base_url)
             identity.update(probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api))
+            detected = identity.get("engine.name")
+            telemetry_sources, telemetry_info = choose_sources(
+                spec, str(detected.value) if detected else None, control, headers)
         engine_name = identity.get("engine.name")
         engine = str(engine_name.value) if engine_name else None
         tok_source, tok_note = _resolve_tokenizer(spec, identity)
@@ -405,7 +414,8 @@ def execute(
                                                      ca_file=spec.endpoint.ca_file),
                                    model_id, spec.endpoint.api, t0_ns, spec.canary_share, sink)
         repetitions, stop_reason = _run_loop(_timed_phase(
-            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns, under_load))
+            spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns, under_load,
+            telemetry_sources))
         if under_load is not None and suite is not None and canary_results is not None:
             canaries = canary_info(suite, canary_results, force, folder, under_load=under_load.results,
                                    share=spec.canary_share)
@@ -427,6 +437,7 @@ def execute(
         finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
         canary_counts=canary_counts(canary_results) if canary_results is not None else None,
+        telemetry=telemetry_info,
     )
     write_passport(folder, passport)
     return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

@@ -81,6 +81,15 @@ class TimeoutSpec(_Strict):
     total_s: float | None = Field(900.0, gt=0)
 
 
+class TelemetrySpec(_Strict):
+    """Server telemetry sampled during the timed run (see harness/_telemetry.py)."""
+
+    interval_s: float = Field(1.0, ge=0.1, le=60, description="Seconds between scrapes of every source.")
+    metrics: str = Field("auto", description="auto: the engine's own /metrics where it has one; off; or a URL.")
+    dcgm_url: str | None = Field(None, description="A DCGM exporter's /metrics URL (GPU memory, power, energy).")
+    nvml: Literal["auto", "off"] = Field("auto", description="auto: sample local GPUs through NVML if present.")
+
+
 class SweepAutoSpec(_Strict):
     """How `levels: auto` picks load levels."""
 
@@ -158,6 +167,7 @@ class RunSpec(_Strict):
     validity: ValiditySpec = Field(default_factory=ValiditySpec)
     timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
     record_text: Literal["full", "hashes"] = "full"
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
 
     @field_validator("slo")

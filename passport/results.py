@@ -35,6 +35,7 @@ from passport.metrics import (
     request_latencies,
     stat,
 )
+from passport.server_stats import server_summary
 from passport.slo import requests_meeting, target_results
 
 if TYPE_CHECKING:
@@ -163,9 +164,11 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
 
     outcomes = {str(k): int(v) for k, v in zip(*np.unique(outcome[measured].astype(str), return_counts=True))}
 
+    spans = [(float(w["start_ns"]), float(w["end_ns"])) for w in windows if w["start_ns"] is not None]
+    server = server_summary(telemetry, spans)
     peak: dict[str, Any] = {"value_bytes": None, "source": None,
-                            "reason": "no engine process was launched by the harness, and server memory "
-                                      "telemetry is not collected yet"}
+                            "reason": "no engine process was launched by the harness and no GPU memory was "
+                                      "sampled (NVML, a DCGM exporter or TRT-LLM's /metrics)"}
     cpu_mean = cpu_max = lag_p99 = None
     restarts = None
     if telemetry is not None and telemetry.num_rows:
@@ -173,7 +176,10 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
         name = object_column(telemetry, "name")
         value = numeric_column(telemetry, "value")
         rss = value[(source == "engine") & (name == "rss_bytes")]
-        if len(rss):
+        if server is not None and server["gpu_memory_peak_bytes"] is not None:
+            peak = {"value_bytes": server["gpu_memory_peak_bytes"],
+                    "source": f"GPU memory used ({server['gpu_source']})", "reason": None}
+        elif len(rss):
             peak = {"value_bytes": int(rss.max()), "source": "engine process tree RSS (psutil)", "reason": None}
         if ((source == "engine") & (name == "launched")).any():
             restarts = int(((source == "engine") & (name == "exit")).sum())
@@ -197,6 +203,7 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
             "loop_lag_p99_ms": lag_p99,
             "dispatch_lag_p99_ms": None if dispatch_p99 is None else dispatch_p99 * 1000.0,
         },
+        "server": server,
         "slo": slo,
         "discard": discard if discard["rules"] else None,
     }

@@ -27,6 +27,7 @@ def main() -> None:
     parser.add_argument("--forget-history", action="store_true", help="scripted recall ignores earlier turns")
     parser.add_argument("--garble-above", type=int, default=None, metavar="N",
                         help="garble scripted replies that arrive while N or more other streams are active")
+    parser.add_argument("--metrics-delay-s", type=float, default=0.0, help="answer GET /metrics this late")
     parser.add_argument("--slots", type=int, default=None, help="generate at most this many streams; queue the rest")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
@@ -49,7 +50,7 @@ def main() -> None:
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
         drop_reused=args.drop_reused, slots=args.slots,
         script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
-        forget_history=args.forget_history, garble_above=args.garble_above,
+        forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
     )
     context = None
     if args.tls_cert:

@@ -35,7 +35,10 @@ class SimConfig:
     so offered load above slots / service time queues up: a known saturation point for sweeps.
     `script` / `forget_history`: scripted replies (see `_script.py`) for canary tests;
     `garble_above`: a request that arrives while at least that many others stream gets its
-    scripted reply garbled (an engine whose answers degrade under load).
+    scripted reply garbled (an engine whose answers degrade under load). GET /metrics answers
+    in vLLM's metric names (so the sampler's normalization is tested end to end): requests
+    running and waiting, KV usage = running / slots, token counters; `metrics_delay_s` makes
+    it slow.
     """
 
     ttft_ms: float = 20.0
@@ -56,6 +59,7 @@ class SimConfig:
     script: list[dict[str, Any]] = field(default_factory=list)
     forget_history: bool = False
     garble_above: int | None = None
+    metrics_delay_s: float = 0.0
 
 
 class _State:
@@ -65,6 +69,20 @@ class _State:
         self.count = 0
         self.active = 0
         self.slots = asyncio.Semaphore(config.slots) if config.slots else None
+        self.waiting = 0
+        self.prompt_tokens = 0
+        self.generation_tokens = 0
+
+    def metrics_text(self) -> bytes:
+        capacity = self.config.slots or 64
+        lines = [
+            "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running {self.active}",
+            "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting {self.waiting}",
+            "# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc {min(1.0, self.active / capacity)}",
+            "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total {self.prompt_tokens}",
+            "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total {self.generation_tokens}",
+        ]
+        return ("\n".join(lines) + "\n").encode()
 
     def delay_s(self, mean_ms: float, jitter_ms: float) -> float:
         if jitter_ms <= 0 or mean_ms <= 0:
@@ -156,6 +174,10 @@ class _SimProtocol(asyncio.Protocol):
             path = url.split(b"?")[0]
             if method == b"GET" and path in (b"/health", b"/v1/health"):
                 self._write_simple(200, b'{"status":"ok"}')
+            elif method == b"GET" and path == b"/metrics":
+                if self.state.config.metrics_delay_s:
+                    await asyncio.sleep(self.state.config.metrics_delay_s)
+                self._write_simple(200, self.state.metrics_text(), content_type="text/plain; version=0.0.4")
             elif method == b"GET" and path == b"/v1/models":
                 payload = {"object": "list", "data": [
                     {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}
@@ -205,8 +227,11 @@ class _SimProtocol(asyncio.Protocol):
         prompt_tokens = len(str(prompt).split())
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
         assert self.transport is not None
+        state.prompt_tokens += prompt_tokens
         if state.slots is not None:
+            state.waiting += 1
             await state.slots.acquire()
+            state.waiting -= 1
         state.active += 1
         try:
             self.transport.write(
@@ -255,6 +280,7 @@ class _SimProtocol(asyncio.Protocol):
                 if not chat and last and include_usage:
                     event["usage"] = self._usage(prompt_tokens, n_tokens)
                 self._send_event(event)
+                state.generation_tokens += 1
                 deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
             if chat:
                 self._send_event({"id": rid, "object": obj, "choices": [

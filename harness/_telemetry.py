@@ -1,0 +1,257 @@
+"""Server telemetry on the run's clock: engine /metrics, GPU memory/utilization/power, into
+telemetry.parquet beside the client's own samples.
+
+Sources, each scraped every `interval_s` on a worker thread (never on the event loop, so a slow
+or failing endpoint cannot delay a request; a scrape still running when the next is due is
+skipped, and failures are counted, not raised):
+- `PrometheusSource`: an engine's Prometheus text (vLLM, SGLang, llama.cpp, TGI, TRT-LLM's
+  /prometheus/metrics) or a DCGM exporter. Every non-bucket sample is kept raw (source
+  `metrics` or `dcgm`, name = `metric{labels}`), and the series a benchmark needs are also
+  written under normalized names (source `engine`: `kv_cache_usage` 0..1, `requests_running`,
+  `requests_waiting`, `preemptions_total`, `prefix_cache_queries_total`,
+  `prefix_cache_hits_total`, `prefix_cache_hit_rate`, `prompt_tokens_total`,
+  `generation_tokens_total`, `kv_cache_tokens`; source `gpu:dcgm` for DCGM: `memory_used_bytes`,
+  `utilization_pct`, `power_w`, `energy_j_total`).
+- `TrtllmJsonSource`: TensorRT-LLM's JSON /metrics (iteration stats, drained when read);
+  `gpuMemUsage` as `gpu:trtllm memory_used_bytes`.
+- `NvmlSource`: every GPU through NVML (`pynvml`), when a driver is present (source `gpu:nvml`).
+A failed scrape is a row (source `sampler`, name `scrape_failed:<source>`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, Protocol
+
+import httpx
+
+from harness._prom import samples
+from harness._recorder import TableWriter
+
+__all__ = ["TelemetrySource", "PrometheusSource", "TrtllmJsonSource", "NvmlSource", "TelemetrySampler",
+           "ENGINE_SERIES", "nvml_devices"]
+
+Row = tuple[str, str, float]  # (source, name, value)
+
+# normalized name -> (metric names in preference order, how label sets combine)
+ENGINE_SERIES: dict[str, tuple[tuple[str, ...], str]] = {
+    "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
+                        "llamacpp:kv_cache_usage_ratio"), "mean"),
+    "requests_running": (("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
+                          "tgi_batch_current_size"), "sum"),
+    "requests_waiting": (("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred",
+                          "tgi_queue_size"), "sum"),
+    "preemptions_total": (("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"), "sum"),
+    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
+                                    "llamacpp:prompt_tokens_total"), "sum"),
+    "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
+                                 "llamacpp:prompt_tokens_cached_total"), "sum"),
+    "prefix_cache_hit_rate": (("sglang:cache_hit_rate",), "mean"),
+    "prompt_tokens_total": (("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
+                            "sum"),
+    "generation_tokens_total": (("vllm:generation_tokens_total", "sglang:generation_tokens_total",
+                                 "llamacpp:tokens_predicted_total"), "sum"),
+    "kv_cache_tokens": (("llamacpp:kv_cache_tokens", "sglang:num_used_tokens"), "sum"),
+}
+_DCGM: dict[str, tuple[str, float]] = {
+    "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", 2.0**20),  # MiB
+    "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_w", 1.0),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy_j_total", 1e-3),  # mJ
+}
+
+
+class TelemetrySource(Protocol):
+    name: str
+
+    def scrape(self) -> list[Row]: ...
+
+
+def _normalize(values: dict[str, list[float]]) -> list[Row]:
+    rows: list[Row] = []
+    for normalized, (names, combine) in ENGINE_SERIES.items():
+        for metric in names:
+            found = values.get(metric)
+            if found:
+                rows.append(("engine", normalized, sum(found) / len(found) if combine == "mean" else sum(found)))
+                break
+    return rows
+
+
+class PrometheusSource:
+    """An engine's (or a DCGM exporter's, `dcgm=True`) Prometheus text endpoint."""
+
+    def __init__(self, url: str, timeout_s: float = 2.0, dcgm: bool = False, headers: dict[str, str] | None = None,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self.name = "dcgm" if dcgm else "metrics"
+        self.url = url
+        self._dcgm = dcgm
+        self._client = httpx.Client(timeout=timeout_s, headers=headers or {}, transport=transport)
+
+    def scrape(self) -> list[Row]:
+        response = self._client.get(self.url)
+        response.raise_for_status()
+        parsed = samples(response.text)
+        rows: list[Row] = [(self.name, s.key, s.value) for s in parsed]
+        by_name: dict[str, list[float]] = {}
+        for s in parsed:
+            by_name.setdefault(s.name, []).append(s.value)
+        if self._dcgm:
+            for metric, (normalized, scale) in _DCGM.items():
+                for value in by_name.get(metric, []):
+                    rows.append(("gpu:dcgm", normalized, value * scale))
+        else:
+            rows += _normalize(by_name)
+        return rows
+
+    def close(self) -> None:
+        self._client.close()
+
+
+class TrtllmJsonSource:
+    """TensorRT-LLM's JSON /metrics: iteration stats, removed from the server's queue when read."""
+
+    name = "trtllm"
+
+    def __init__(self, url: str, timeout_s: float = 2.0, transport: httpx.BaseTransport | None = None) -> None:
+        self.url = url
+        self._client = httpx.Client(timeout=timeout_s, transport=transport)
+
+    def scrape(self) -> list[Row]:
+        response = self._client.get(self.url)
+        response.raise_for_status()
+        stats = response.json()
+        rows: list[Row] = []
+        for it in stats if isinstance(stats, list) else []:
+            kv = it.get("kvCacheStats") or {}
+            if kv.get("maxNumBlocks"):
+                rows.append(("engine", "kv_cache_usage", float(kv.get("usedNumBlocks", 0)) / float(kv["maxNumBlocks"])))
+            if "cacheHitRate" in kv:
+                rows.append(("engine", "prefix_cache_hit_rate", float(kv["cacheHitRate"])))
+            for key, name in (("numActiveRequests", "requests_running"), ("numQueuedRequests", "requests_waiting")):
+                if key in it:
+                    rows.append(("engine", name, float(it[key])))
+            if "gpuMemUsage" in it:
+                rows.append(("gpu:trtllm", "memory_used_bytes", float(it["gpuMemUsage"])))
+        return rows
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def nvml_devices() -> list[dict[str, Any]]:
+    """GPU model, memory, driver and CUDA versions through NVML; [] without a driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no library, no driver, no GPU: all mean "none"
+        return []
+    try:
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion_v2()
+        out = []
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(i)
+            out.append({"index": i, "name": pynvml.nvmlDeviceGetName(handle),
+                        "memory_total_bytes": int(pynvml.nvmlDeviceGetMemoryInfo(handle).total),
+                        "driver": driver, "cuda": f"{cuda // 1000}.{cuda % 1000 // 10}"})
+        return out
+    finally:
+        pynvml.nvmlShutdown()
+
+
+class NvmlSource:
+    """Memory used, utilization, power and the energy counter of every GPU (summed over GPUs)."""
+
+    name = "nvml"
+
+    def __init__(self) -> None:
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+
+    def scrape(self) -> list[Row]:
+        nv = self._nvml
+        used = util = power = energy = 0.0
+        energy_ok = True
+        for h in self._handles:
+            used += nv.nvmlDeviceGetMemoryInfo(h).used
+            util += nv.nvmlDeviceGetUtilizationRates(h).gpu / len(self._handles)
+            power += nv.nvmlDeviceGetPowerUsage(h) / 1000.0
+            try:
+                energy += nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0
+            except nv.NVMLError:
+                energy_ok = False
+        rows: list[Row] = [("gpu:nvml", "memory_used_bytes", used), ("gpu:nvml", "utilization_pct", util),
+                           ("gpu:nvml", "power_w", power)]
+        if energy_ok:
+            rows.append(("gpu:nvml", "energy_j_total", energy))
+        return rows
+
+    def close(self) -> None:
+        self._nvml.nvmlShutdown()
+
+
+class TelemetrySampler:
+    """Runs every source each `interval_s` on worker threads and writes rows on the run clock."""
+
+    def __init__(self, sources: list[Any], writer: TableWriter, t0_ns: int, interval_s: float = 1.0,
+                 now: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.sources = sources
+        self.writer = writer
+        self.t0_ns = t0_ns
+        self.interval_s = interval_s
+        self.now = now
+        self.failures: dict[str, int] = {}
+        self._pool = ThreadPoolExecutor(max_workers=max(1, len(sources)), thread_name_prefix="telemetry")
+        self._pending: dict[int, Future[list[Row]]] = {}
+        self._started: dict[int, int] = {}
+
+    def _collect(self) -> None:
+        for i, future in list(self._pending.items()):
+            if not future.done():
+                continue
+            del self._pending[i]
+            source = self.sources[i]
+            try:
+                rows = future.result()
+            except Exception:  # noqa: BLE001 - a failing source is counted, never fatal
+                self.failures[source.name] = self.failures.get(source.name, 0) + 1
+                self.writer.append_row({"t_ns": self._started[i] - self.t0_ns, "source": "sampler",
+                                        "name": f"scrape_failed:{source.name}", "value": 1.0})
+                continue
+            t = self._started[i] - self.t0_ns
+            for src, name, value in rows:
+                self.writer.append_row({"t_ns": t, "source": src, "name": name, "value": value})
+
+    def tick(self) -> None:
+        """Collect finished scrapes, start the sources that are idle."""
+        self._collect()
+        for i, source in enumerate(self.sources):
+            if i in self._pending:
+                continue  # still scraping: skip rather than queue
+            self._started[i] = self.now()
+            self._pending[i] = self._pool.submit(source.scrape)
+
+    async def run(self) -> None:
+        """Tick every interval until cancelled; a last collection on the way out."""
+        try:
+            while True:
+                self.tick()
+                await asyncio.sleep(self.interval_s)
+        finally:
+            for future in self._pending.values():
+                future.cancel()
+            await asyncio.sleep(0)
+            self._collect()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            for source in self.sources:
+                close = getattr(source, "close", None)
+                if close is not None:
+                    close()

@@ -33,6 +33,7 @@ __all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "inva
            "comparison_blocks"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
+_CACHE_FIELDS = ("cache_salt", "cache_prompt")  # prefix-cache control, compared as a caveat instead
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
 _RESAMPLES = 2000
 
@@ -70,7 +71,7 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     return {
         "model": ident.get("model.file_sha256") or ident.get("model.root") or ident.get("model.id"),
         "precision": {k: ident.get(k) for k in ("model.quantization", "model.dtype", "engine.kv_cache_dtype")},
-        "decoding": p.protocol.request_params,
+        "decoding": {k: v for k, v in p.protocol.request_params.items() if k not in _CACHE_FIELDS},
         "workload": p.protocol.workload.sha256,
         "load": {"schedule": p.protocol.schedule.sha256, "pattern": p.protocol.schedule.pattern},
         "window": {"warmup": load["warmup"], "measure": load["measure"], "repetitions": load["repetitions"]},

@@ -19,10 +19,10 @@ from pathlib import Path
 
 import psutil
 
-from harness import EngineLauncher
+from harness import EngineLauncher, nvml_devices
 from passport._model import HarnessInfo, SourcedValue
 
-__all__ = ["collect_launcher", "collect_host", "collect_harness", "sha256_file"]
+__all__ = ["collect_launcher", "collect_host", "collect_harness", "library_versions", "sha256_file"]
 
 _REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +58,7 @@ def collect_launcher(
 
 
 def collect_host() -> dict[str, SourcedValue]:
-    """The client machine: CPU, cores, memory, OS and kernel."""
+    """The client machine: CPU, cores, memory, OS, kernel, and its GPUs, driver and CUDA through NVML."""
     cpu = platform.processor() or None
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -73,10 +73,17 @@ def collect_host() -> dict[str, SourcedValue]:
         "host.memory_bytes": psutil.virtual_memory().total,
         "host.os": platform.platform(),
         "host.kernel": platform.release(),
-        "host.gpu": None,
     }
     out = {k: SourcedValue(value=v, source="client") for k, v in values.items() if v is not None}
-    out["host.gpu"] = SourcedValue(value=None, source="unknown", via="GPU probing (NVML) not implemented yet")
+    gpus = nvml_devices()
+    if gpus:
+        out["host.gpu"] = SourcedValue(value=[g["name"] for g in gpus], source="client", via="NVML")
+        out["host.gpu_memory_bytes"] = SourcedValue(value=[g["memory_total_bytes"] for g in gpus], source="client",
+                                                    via="NVML")
+        out["host.gpu_driver"] = SourcedValue(value=gpus[0]["driver"], source="client", via="NVML")
+        out["host.cuda_driver"] = SourcedValue(value=gpus[0]["cuda"], source="client", via="NVML")
+    else:
+        out["host.gpu"] = SourcedValue(value=None, source="unknown", via="NVML found no NVIDIA driver on this machine")
     return out
 
 
@@ -86,6 +93,21 @@ def _git(*args: str) -> str | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     return result.stdout.strip() if result.returncode == 0 else None
+
+
+_LIBRARIES = ("numpy", "pyarrow", "httptools", "uvloop", "msgspec", "orjson", "pydantic", "httpx", "transformers",
+              "tokenizers", "jsonschema", "prometheus_client", "matplotlib")
+
+
+def library_versions() -> dict[str, str]:
+    """Versions of the libraries that compute or time something, for the protocol."""
+    out = {}
+    for name in _LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
 
 
 def collect_harness(raw_schema_version: int) -> HarnessInfo:
@@ -110,4 +132,5 @@ def collect_harness(raw_schema_version: int) -> HarnessInfo:
         platform=platform.platform(),
         uvloop=has_uvloop,
         raw_schema_version=raw_schema_version,
+        libraries=library_versions(),
     )

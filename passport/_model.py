@@ -121,6 +121,7 @@ class HarnessInfo(_Model):
     platform: str
     uvloop: bool
     raw_schema_version: int
+    libraries: dict[str, str] = Field(default_factory=dict)
 
 
 class ClockInfo(_Model):
@@ -318,6 +319,8 @@ class Results(_Model):
     slo: SloResult | None = None
     discard: DiscardResult | None = None
     server: ServerStats | None = None
+    prefix_cache_usage: dict[str, float | int | None] | None = Field(
+        None, description="Cached prompt tokens as usage reported them (prompt_tokens_details.cached_tokens).")
 
 
 class FileEntry(_Model):

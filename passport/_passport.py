@@ -102,6 +102,7 @@ def assemble_passport(
     declared: DeclaredInfo | None = None,
     canary_counts: dict[str, int] | None = None,
     telemetry: dict[str, Any] | None = None,
+    prefix_cache: dict[str, Any] | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -153,9 +154,7 @@ def assemble_passport(
         seeds={"workload": request_set.seed, "schedule": spec.load.seed, "sampling": spec.decoding.seed},
         request_params=params,
         max_tokens_is_target=max_tokens_is_target,
-        prefix_cache={"declared": spec.prefix_cache, "enforced": False,
-                      "reason": "prefix-cache control is not implemented yet (issue 5); the state is whatever "
-                                "the engine had"},
+        prefix_cache=prefix_cache or {"declared": spec.prefix_cache, "enforced": False, "method": "not applied"},
         metric_definitions={
             m.id: MetricDefinition(version=m.version, unit=m.unit, definition=m.definition) for m in METRICS.values()
         },

@@ -131,12 +131,17 @@ def _trtllm(control: ControlClient, card: dict[str, Any], f: _Fields) -> None:
         f.put("engine.gpu_memory_bytes", stats[-1].get("gpuMemUsage"), "/metrics gpuMemUsage")
 
 
+_GGUF_QUANT = re.compile(r"[-_.]((?:i?q\d(?:_[a-z0-9]+)*)|f16|bf16|f32)\.gguf$", re.IGNORECASE)
+
+
 def _llamacpp(control: ControlClient, card: dict[str, Any], f: _Fields) -> None:
     props = control.get_json("/props") or {}
     settings = props.get("default_generation_settings") or {}
     f.put("engine.build", props.get("build_info"), "/props")
     f.put("engine.version", props.get("build_info"), "/props build_info")
     f.put("model.root", props.get("model_path"), "/props")
+    quant = _GGUF_QUANT.search(str(props.get("model_path") or "").rsplit("/", 1)[-1])
+    f.put("model.quantization", quant.group(1).upper() if quant else None, "/props model_path (GGUF file name)")
     f.put("model.chat_template_sha256", _sha(props.get("chat_template")), "/props chat_template")
     slots, n_ctx = props.get("total_slots"), settings.get("n_ctx")
     f.put("engine.total_slots", slots, "/props")

@@ -93,7 +93,7 @@ def caveats(p: Passport) -> list[str]:
         out.append("the declared SLO was not met: " + slo_lines(p)[0].removeprefix("SLO NOT met: "))
     if not p.protocol.prefix_cache.get("enforced"):
         out.append(f"prefix-cache state `{p.protocol.prefix_cache.get('declared')}` was declared but not enforced: "
-                   f"{p.protocol.prefix_cache.get('reason', '')}")
+                   f"{p.protocol.prefix_cache.get('reason') or p.protocol.prefix_cache.get('method', '')}")
     if p.results.peak_memory.value_bytes is None:
         out.append(f"peak memory unknown: {p.results.peak_memory.reason}")
     return out
@@ -183,7 +183,9 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         f"schedule sha256 `{pr.schedule.sha256[:16]}…`, seeds {pr.seeds}",
         f"request parameters: `{pr.request_params}`; max_tokens is the "
         f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
-        f"prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']})",
+        f"prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']}; "
+        f"{pr.prefix_cache.get('method', '')}"
+        + (f"; {pr.prefix_cache['reason']}" if pr.prefix_cache.get("reason") else "") + ")",
         f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
         f"harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"
         f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",

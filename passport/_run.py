@@ -56,6 +56,7 @@ from passport._identity import (
 )
 from passport._model import CanaryInfo, DeclaredInfo, Override, Passport, SourcedValue
 from passport._passport import assemble_passport, write_passport
+from passport._prefix_cache import apply_prefix_cache_policy
 from passport._probe import complete_identity, probe_endpoint
 from passport._spec import RunSpec
 from passport._telemetry import choose_sources
@@ -374,19 +375,11 @@ def execute(
         client = HttpClient(endpoint, timeouts,
                             max_idle=spec.load.concurrency or 64, extra_headers=headers,
                             ca_file=spec.endpoint.ca_file)
-        wl = request_set.table.to_pydict()
-        pool = [
-            PreparedRequest(
-                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params)),
-                prompt=prompt, max_tokens=out, max_tokens_is_target=max_tokens_is_target,
-                input_tokens_target=target, input_tokens_client=realized, output_tokens_target=out,
-            )
-            for prompt, target, realized, out in zip(wl["prompt"], wl["input_tokens_target"],
-                                                     wl["input_tokens_client"], wl["output_tokens_target"])
-        ]
         declared = _declare(folder, spec, identity)
         t0_ns = time.perf_counter_ns()
         t0_utc = _utc()
+        prefix_cache: dict[str, Any] = {"declared": spec.prefix_cache, "enforced": False,
+                                        "method": "not applied: no timed phase"}
         canaries = CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none")
         canary_results = None
         if suite is not None:
@@ -403,6 +396,19 @@ def execute(
             repetitions: list[RepetitionResult] = []
             stop_reason: str | None = "no timed phase: the canaries failed (HOLD); see validity.canaries"
             raise _Hold
+        with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
+            prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, engine, control, run_id, params)
+        say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
+        wl = request_set.table.to_pydict()
+        pool = [
+            PreparedRequest(
+                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params)),
+                prompt=prompt, max_tokens=out, max_tokens_is_target=max_tokens_is_target,
+                input_tokens_target=target, input_tokens_client=realized, output_tokens_target=out,
+            )
+            for prompt, target, realized, out in zip(wl["prompt"], wl["input_tokens_target"],
+                                                     wl["input_tokens_client"], wl["output_tokens_target"])
+        ]
         total = None
         if spec.load.open_loop or spec.load.measure.requests is not None:
             total = schedule.table.num_rows * spec.load.repetitions
@@ -437,7 +443,7 @@ def execute(
         finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
         canary_counts=canary_counts(canary_results) if canary_results is not None else None,
-        telemetry=telemetry_info,
+        telemetry=telemetry_info, prefix_cache=prefix_cache,
     )
     write_passport(folder, passport)
     return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

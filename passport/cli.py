@@ -29,6 +29,8 @@ examples:
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
   passport sweep specs/llamacpp-sweep.yaml
   passport canary --endpoint http://127.0.0.1:8080/v1 --suite default --junit canaries.xml
+  passport probe http://127.0.0.1:8080/v1
+  passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768
   passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
   passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
 """
@@ -103,6 +105,21 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                              help="output folder (default: results/)")
         command.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    probe = sub.add_parser(
+        "probe", help="print what an endpoint tells about itself: engine, model, precision, capacity, cache",
+        description="Probe an OpenAI-compatible endpoint (no timing): detect the engine, read every identity and "
+                    "capacity field its endpoints expose, each with the endpoint it came from, mark the standard "
+                    "fields it does not expose as unknown, and describe this machine (CPU, OS, GPUs through NVML). "
+                    "Probing sends one 1-token request to engines whose build shows only in system_fingerprint, "
+                    "never to a managed API.",
+        epilog="examples:\n  passport probe http://127.0.0.1:8080/v1\n  passport probe http://gpu:8000/v1 --json",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    probe.add_argument("url", help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1")
+    probe.add_argument("--model", default="auto", help="the model id (default: the first /v1/models lists)")
+    probe.add_argument("--api", choices=["chat", "completions"], default="chat", help="API of the 1-token probe")
+    probe.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key")
+    probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
     capacity = sub.add_parser(
         "capacity", help="the arithmetic before a measurement: weights, KV per token, pool, sequences that fit",
         description="Compute what fits in an engine's memory from a model's config.json (read offline) or explicit "
@@ -297,6 +314,35 @@ def _cmd_canary(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _cmd_probe(args: argparse.Namespace) -> int:
+    import json
+
+    from harness import ControlClient
+    from passport._identity import collect_host
+    from passport._probe import complete_identity, probe_endpoint
+    from passport._run import auth_headers, model_of
+    from passport._spec import parse_spec
+
+    spec = parse_spec({"endpoint": {"base_url": args.url, "model": args.model, "api": args.api,
+                                    "api_key_env": args.api_key_env},
+                       "load": {"pattern": "closed", "concurrency": 1}}, "probe")
+    headers = auth_headers(spec)
+    with ControlClient(args.url, headers) as control:
+        cards = control.models()
+        model = model_of(spec, cards, args.url)
+        fields = complete_identity(probe_endpoint(control, cards, model, args.url, args.api), {})
+    fields.update(collect_host())
+    if args.json:
+        print(json.dumps({k: v.model_dump() for k, v in sorted(fields.items())}, indent=2))
+        return 0
+    width = max(len(k) for k in fields)
+    for key, value in sorted(fields.items()):
+        shown = "—" if value.value is None else str(value.value)
+        shown = shown if len(shown) <= 70 else shown[:67] + "..."
+        print(f"{key:<{width}}  {shown:<70}  {value.source}{f' ({value.via})' if value.via else ''}")
+    return 0
+
+
 def _cmd_capacity(args: argparse.Namespace) -> int:
     import json
     from dataclasses import asdict
@@ -447,6 +493,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_canary(args)
         if args.command == "capacity":
             return _cmd_capacity(args)
+        if args.command == "probe":
+            return _cmd_probe(args)
         if args.command == "gate":
             return _cmd_gate(args)
         if args.command == "compare":

@@ -162,6 +162,15 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
                "requests_meeting": int(meets.sum()), "requests_measured": n_measured,
                "attainment": float(meets.sum()) / n_measured if n_measured else None}
 
+    cached = numeric_column(requests, "cached_tokens")[ok_m]
+    reporting = np.isfinite(cached)
+    prompt_ok = prompt[ok_m]
+    cache_usage = None
+    if reporting.any():
+        total_prompt = float(np.nansum(prompt_ok[reporting]))
+        cache_usage = {"requests_reporting": int(reporting.sum()), "cached_tokens": int(np.nansum(cached)),
+                       "share_of_prompt_tokens": float(np.nansum(cached)) / total_prompt if total_prompt else None}
+
     outcomes = {str(k): int(v) for k, v in zip(*np.unique(outcome[measured].astype(str), return_counts=True))}
 
     spans = [(float(w["start_ns"]), float(w["end_ns"])) for w in windows if w["start_ns"] is not None]
@@ -204,6 +213,7 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
             "dispatch_lag_p99_ms": None if dispatch_p99 is None else dispatch_p99 * 1000.0,
         },
         "server": server,
+        "prefix_cache_usage": cache_usage,
         "slo": slo,
         "discard": discard if discard["rules"] else None,
     }

@@ -1,0 +1,67 @@
+"""The prefix-cache policy per engine, against scripted control-plane answers."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+
+from harness import ControlClient
+from passport._prefix_cache import apply_prefix_cache_policy
+
+
+def _control(answer: Callable[[httpx.Request], httpx.Response]) -> tuple[ControlClient, list[str]]:
+    seen: list[str] = []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append(f"{request.method} {request.url.raw_path.decode()}")
+        return answer(request)
+
+    return ControlClient("http://engine:8000/v1", transport=httpx.MockTransport(handle)), seen
+
+
+def _apply(engine: str, answer: Callable[[httpx.Request], httpx.Response],
+           policy: str = "cold") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
+    control, seen = _control(answer)
+    params: dict[str, Any] = {}
+    record = apply_prefix_cache_policy(policy, engine, control, "run1", params)
+    return record, params, seen
+
+
+def test_vllm_resets_in_dev_mode_and_salts_otherwise() -> None:
+    record, params, seen = _apply("vllm", lambda r: httpx.Response(200))
+    assert seen == ["POST /reset_prefix_cache"] and record["method"] == "POST /reset_prefix_cache" and params == {}
+    record, params, _ = _apply("vllm", lambda r: httpx.Response(404))
+    assert params == {"cache_salt": "passport-run1"} and record["enforced"] and "answered 404" in record["reason"]
+
+
+def test_sglang_flush_is_retried_while_requests_drain() -> None:
+    answers = iter([400, 400, 200])
+    record, params, seen = _apply("sglang", lambda r: httpx.Response(next(answers)))
+    assert seen == ["POST /flush_cache"] * 3 and record["method"] == "POST /flush_cache" and params == {}
+
+
+def test_llama_cpp_erases_every_slot_or_turns_prompt_reuse_off() -> None:
+    def erasable(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/slots" and request.method == "GET":
+            return httpx.Response(200, json=[{"id": 0}, {"id": 1}])
+        return httpx.Response(200, json={"n_erased": 10})
+
+    record, params, seen = _apply("llama.cpp", erasable)
+    assert seen[1:] == ["POST /slots/0?action=erase", "POST /slots/1?action=erase"] and params == {}
+
+    def refusing(request: httpx.Request) -> httpx.Response:
+        if request.method == "GET":
+            return httpx.Response(200, json=[{"id": 0}])
+        return httpx.Response(501, json={"error": {"message": "Start it with `--slot-save-path`"}})
+
+    record, params, _ = _apply("llama.cpp", refusing)
+    assert params == {"cache_prompt": False} and "--slot-save-path" in record["reason"]
+
+
+def test_engines_without_a_reset_say_so_and_warm_resets_nothing() -> None:
+    record, params, seen = _apply("tgi", lambda r: httpx.Response(200))
+    assert not record["enforced"] and "restart the server" in record["reason"] and seen == [] and params == {}
+    record, _, seen = _apply("vllm", lambda r: httpx.Response(200), policy="warm")
+    assert record["enforced"] and seen == []

@@ -136,3 +136,37 @@ def test_bundled_suite_passes_on_the_real_engine_and_a_broken_launch_is_held(
     (failure,) = passport["validity"]["canaries"]["failures"]
     assert failure["case_id"] == "exact-chat-greeting" and failure["expected"] == "Say hello to the reader.<|im_end|>\n"
     assert pq.read_table(run / "requests.parquet").num_rows == 0  # caught before any timed request
+
+
+@pytest.mark.parametrize("erasable", [True, False])
+def test_identity_capacity_telemetry_and_a_cold_prefix_cache_on_the_real_engine(
+    gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path, erasable: bool
+) -> None:
+    launch = LAUNCH + (f" --slot-save-path {tmp_path}" if erasable else "")
+    spec = {**_spec(gguf_path, "completions"), "name": "e2e-identity", "prefix_cache": "cold",
+            "engine": {"launch": launch, "model_path": str(gguf_path)}, "telemetry": {"interval_s": 0.25},
+            "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 1}, "measure": {"requests": 8}}}
+    result = run_cli("run", str(write_spec(spec, name=f"identity-{erasable}.yaml")), "--out", str(tmp_path / "out"),
+                     "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    passport = json.loads((only_run_dir(tmp_path / "out") / "passport.json").read_text())
+    ident = passport["identity"]
+    # -c 2048 split over -np 2 slots: 1024 tokens per sequence, probed from /props
+    assert ident["capacity.context_per_sequence"] == {"value": 1024, "source": "probed",
+                                                      "via": "/props default_generation_settings.n_ctx"}
+    assert ident["capacity.kv_tokens"]["value"] == 2048
+    assert ident["model.quantization"]["value"] == "Q4_K_M" and ident["model.max_context"]["value"] == 32768
+    assert ident["engine.kv_cache_dtype"]["source"] == "unknown"
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "context_capacity")
+    assert rule["status"] == "PASS" and rule["threshold"] == 1024
+    prefix = passport["protocol"]["prefix_cache"]
+    if erasable:
+        assert prefix["method"] == "POST /slots/{id}?action=erase for 2 slots"
+    else:  # this build refuses to erase without --slot-save-path: no prompt reuse at all instead
+        assert prefix["method"].startswith("cache_prompt: false") and passport["protocol"]["request_params"][
+            "cache_prompt"] is False
+    server = passport["results"]["server"]
+    assert passport["protocol"]["telemetry"]["sources"][0].endswith("/metrics")
+    generated = server["counter_deltas"]["generation_tokens_total"]
+    assert 0 < generated <= 12 * 10  # the window's tokens, as the server counted them
+    assert server["gauges"]["requests_running"]["peak"] <= 2

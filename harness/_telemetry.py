@@ -101,7 +101,8 @@ class PrometheusSource:
             by_name.setdefault(s.name, []).append(s.value)
         if self._dcgm:
             for metric, (normalized, scale) in _DCGM.items():
-                for value in by_name.get(metric, []):
+                # the parser names a counter's samples <name>_total
+                for value in by_name.get(metric, []) + by_name.get(f"{metric}_total", []):
                     rows.append(("gpu:dcgm", normalized, value * scale))
         else:
             rows += _normalize(by_name)

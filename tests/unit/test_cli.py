@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from importlib import metadata
 
-from tests.conftest import run_cli
+from tests.conftest import SimFactory, run_cli
 
 
 def test_version() -> None:
@@ -41,3 +42,15 @@ def test_verify_of_a_folder_without_a_passport(tmp_path: object) -> None:
     result = run_cli("verify", str(tmp_path))
     assert result.returncode == 1 and result.stdout.startswith("NOT verified:")
     assert "cannot read" in result.stdout
+
+
+def test_probe_prints_every_standard_field_with_its_source(simulator: SimFactory) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    table = run_cli("probe", url)
+    assert table.returncode == 0, table.stderr
+    rows = {line.split()[0]: line for line in table.stdout.splitlines()}
+    assert "passport-simulator" in rows["engine.name"] and "probed (/v1/models owned_by)" in rows["engine.name"]
+    assert rows["model.quantization"].rstrip().endswith("declare it under identity:)")
+    as_json = json.loads(run_cli("probe", url, "--json").stdout)
+    assert as_json["model.id"] == {"value": "sim-model", "source": "probed", "via": "/v1/models"}
+    assert as_json["host.logical_cores"]["source"] == "client"

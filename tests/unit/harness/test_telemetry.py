@@ -89,3 +89,13 @@ def test_server_summary_counts_counters_and_gauges_inside_the_window_only() -> N
     assert out["gpu_memory_peak_bytes"] == 7_000_000_000 and out["energy_j"] == 450.0
     assert server_summary(table.filter(pa.compute.equal(table.column("source"), "gpu:nvml")),
                           [(0.0, 0.5 * s)])["energy_j"] is None  # type: ignore[index]
+
+
+def test_dcgm_exporter_series_become_gpu_memory_power_and_energy() -> None:
+    text = ("# TYPE DCGM_FI_DEV_FB_USED gauge\nDCGM_FI_DEV_FB_USED{gpu=\"0\"} 40960\n"
+            "# TYPE DCGM_FI_DEV_POWER_USAGE gauge\nDCGM_FI_DEV_POWER_USAGE{gpu=\"0\"} 350.5\n"
+            "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter\n"
+            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu=\"0\"} 123456789\n")
+    rows = PrometheusSource("http://dcgm:9400/metrics", dcgm=True, transport=_transport(text)).scrape()
+    gpu = {name: value for source, name, value in rows if source == "gpu:dcgm"}
+    assert gpu == {"memory_used_bytes": 40960 * 2**20, "power_w": 350.5, "energy_j_total": 123456.789}

@@ -109,10 +109,11 @@ def timeline(requests: pa.Table, chunks: pa.Table | None, telemetry: pa.Table | 
     kv = rss = None
     if telemetry is not None and telemetry.num_rows:
         name = object_column(telemetry, "name")
+        source = object_column(telemetry, "source")
         t = numeric_column(telemetry, "t_ns") / 1e9
         value = numeric_column(telemetry, "value")
-        kv_mask = np.array(["kv_cache_usage" in str(n) for n in name], dtype=bool)
-        rss_mask = name == "rss_bytes"
+        kv_mask = (source == "engine") & (name == "kv_cache_usage")
+        rss_mask = (source == "engine") & (name == "rss_bytes")
         if kv_mask.any():
             kv = (t[kv_mask], value[kv_mask])
             panels.append("kv")

@@ -135,6 +135,25 @@ def _results_blocks(p: Passport) -> list[Block]:
         blocks += [Heading("Discarded repetitions (pre-registered rules)"),
                    Para(f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}."),
                    Bullets(items)]
+    server = p.results.server
+    if server is not None:
+        items = [f"`{k}`: peak {v['peak']:.3g}, mean {v['mean']:.3g} ({int(v['n'])} samples)"
+                 for k, v in server.gauges.items()]
+        items += [f"`{k}` over the window: +{v:,.0f}" for k, v in server.counter_deltas.items()]
+        if server.prefix_cache_hit_rate is not None:
+            items.append(f"prefix-cache hit rate: {server.prefix_cache_hit_rate:.1%}")
+        if server.gpu_memory_peak_bytes is not None:
+            items.append(f"GPU memory peak {server.gpu_memory_peak_bytes / 2**30:.2f} GiB ({server.gpu_source})")
+        items.append(f"energy: {server.energy_j:,.0f} J" if server.energy_j is not None
+                     else f"energy: not measured ({server.energy_reason})")
+        if server.scrape_failures:
+            items.append(f"{server.scrape_failures} scrapes failed (see telemetry.parquet, source `sampler`)")
+        blocks += [Heading("Server (telemetry over the measurement window)"), Bullets(items)]
+    usage = p.results.prefix_cache_usage
+    if usage is not None and usage.get("share_of_prompt_tokens") is not None:
+        blocks.append(Para(f"Cached prompt tokens (usage): {usage['cached_tokens']:,} "
+                           f"({float(usage['share_of_prompt_tokens'] or 0):.1%} of prompt tokens, "
+                           f"{usage['requests_reporting']} requests reporting)."))
     pm = p.results.peak_memory
     c = p.results.client
     blocks.append(Para(

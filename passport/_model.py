@@ -159,6 +159,8 @@ class Protocol(_Model):
     finished_utc: str | None
     declared: DeclaredInfo | None = None
     telemetry: dict[str, Any] | None = Field(None, description="Sources sampled, interval, and what was not.")
+    canary_suite: dict[str, Any] | None = Field(None, description="The suite run before timing: name, version, "
+                                                                  "sha256, case ids and versions.")
 
 
 class RuleResult(_Model):

@@ -103,6 +103,7 @@ def assemble_passport(
     canary_counts: dict[str, int] | None = None,
     telemetry: dict[str, Any] | None = None,
     prefix_cache: dict[str, Any] | None = None,
+    canary_suite: dict[str, Any] | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -162,6 +163,7 @@ def assemble_passport(
         finished_utc=finished_utc,
         declared=declared,
         telemetry=telemetry,
+        canary_suite=canary_suite,
     )
     validity = Validity(verdict=verdict, complete=complete, incomplete_reason=facts.incomplete_reason,
                         forced=canaries.forced, canaries=canaries, rules=rules, counts=counts)

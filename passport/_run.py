@@ -444,6 +444,10 @@ def execute(
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
         canary_counts=canary_counts(canary_results) if canary_results is not None else None,
         telemetry=telemetry_info, prefix_cache=prefix_cache,
+        canary_suite=None if suite is None else {
+            "suite": suite.suite, "version": suite.version, "sha256": suite.sha256, "source": suite.source,
+            "cases": [{"id": c.id, "version": c.version, "kind": c.kind, "sha256": c.sha256} for c in suite.cases],
+            "share_under_load": spec.canary_share},
     )
     write_passport(folder, passport)
     return RunOutcome(folder, passport, 0 if passport.verdict == "VALID" else 1)

@@ -10,6 +10,8 @@ A script is a list of rules, tried in order against the last user message (chat)
   forgotten turn).
 - `tool_call: {name: N, arguments: JSON-TEXT}`: stream one tool call as OpenAI deltas, the
   name first and the arguments in two pieces; `content: TEXT` streams text before it.
+- `reasoning: TEXT` (with `reply`): stream TEXT as `reasoning_content` deltas before the reply,
+  as an engine with a reasoning parser does.
 
 No rule matches: the simulator's usual `tok0 tok1 ...`.
 """
@@ -27,6 +29,7 @@ __all__ = ["Reply", "scripted_reply"]
 class Reply:
     pieces: list[str]
     tool_call: dict[str, str] | None = None
+    n_reasoning: int = 0  # the first n pieces are reasoning, not content
 
 
 def _pieces(text: str) -> list[str]:
@@ -55,5 +58,6 @@ def scripted_reply(script: list[dict[str, Any]], req: dict[str, Any], chat: bool
             found = re.search(str(rule["recall"]), history)
             text = str(rule.get("reply", "{0}")).format(found.group(1)) if found else "I do not know."
             return Reply(_pieces(text))
-        return Reply(_pieces(str(rule.get("reply", ""))))
+        thought = _pieces(str(rule["reasoning"])) if rule.get("reasoning") else []
+        return Reply(thought + _pieces(str(rule.get("reply", ""))), n_reasoning=len(thought))
     return None

@@ -100,6 +100,8 @@ class _State:
 def _scripted_delta(reply: Reply, i: int) -> dict[str, Any]:
     """Token i of a scripted reply: a text piece, or a piece of its tool call (name, then the
     arguments in two halves)."""
+    if i < reply.n_reasoning:
+        return {"reasoning_content": reply.pieces[i]}
     if i < len(reply.pieces):
         return {"content": reply.pieces[i]}
     call = reply.tool_call or {}

@@ -137,6 +137,9 @@ def test_a_failing_suite_holds_the_run_before_any_timed_request(
         assert passport["verdict"] == "HOLD" and "Result is: HOLD" in result.stdout
         assert rows == 0  # nothing was timed
     assert passport["files"]["canaries.parquet"]["rows"] == 7
+    declared_suite = passport["protocol"]["canary_suite"]
+    assert declared_suite["suite"] == "every-kind" and [c["id"] for c in declared_suite["cases"]] == [
+        c["id"] for c in SUITE["cases"]] and declared_suite["sha256"] == canaries["suite_sha256"]
     assert run_cli("verify", str(run)).returncode == 0
 
 
@@ -188,3 +191,20 @@ def test_canaries_sampled_under_load_catch_an_engine_that_degrades_when_busy(
         (gone,) = passport["results"]["discard"]["discarded"]
         assert gone["rule"] == "canary_failed" and passport["validity"]["counts"]["measured"] == 0
     assert run_cli("verify", str(run)).returncode == 0
+
+
+def test_accounting_checks_reasoning_is_kept_apart_from_content(simulator: SimFactory, tmp_path: Path) -> None:
+    suite = tmp_path / "reasoning.yaml"
+    suite.write_text(yaml.safe_dump({"suite": "reasoning", "cases": [
+        {"id": "separate", "kind": "accounting", "api": "chat", "prompt": "Think, then answer: 2 + 2?",
+         "max_tokens": 32, "expect": {"reasoning": "separate"}}]}))
+    parsed = [{"match": "2 + 2", "reasoning": "Two and two make four.", "reply": "4"}]
+    inline = [{"match": "2 + 2", "reply": "<think>Two and two make four.</think> 4"}]
+    results = {}
+    for name, script in (("parsed", parsed), ("inline", inline)):
+        path = tmp_path / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(script))
+        url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--script", str(path))
+        results[name] = run_cli("canary", "--endpoint", url, "--suite", str(suite), "--out", str(tmp_path / name))
+    assert results["parsed"].returncode == 0, results["parsed"].stdout
+    assert results["inline"].returncode == 1 and "reasoning was not separated" in results["inline"].stdout

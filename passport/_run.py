@@ -64,7 +64,7 @@ from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
 __all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
-           "ENGINES_WITH_IGNORE_EOS"]
+           "resolve_tokenizer", "ENGINES_WITH_IGNORE_EOS"]
 
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -106,7 +106,7 @@ def _utc(ts: float | None = None) -> str:
         timespec="milliseconds").replace("+00:00", "Z")
 
 
-def _resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple[str, str | None]:
+def resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple[str, str | None]:
     """(tokenizer source, note) for `workload.tokenizer`, resolving `auto`."""
     declared = spec.workload.tokenizer
     if declared != "auto":
@@ -349,7 +349,7 @@ def execute(
                 spec, str(detected.value) if detected else None, control, headers)
         engine_name = identity.get("engine.name")
         engine = str(engine_name.value) if engine_name else None
-        tok_source, tok_note = _resolve_tokenizer(spec, identity)
+        tok_source, tok_note = resolve_tokenizer(spec, identity)
         say(f"loading tokenizer {tok_source}")
         tokenizer = load_tokenizer(tok_source)
         if launcher is not None and spec.engine is not None:

@@ -105,6 +105,13 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                              help="output folder (default: results/)")
         command.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    workload = sub.add_parser(
+        "workload", help="summarize what a spec will offer (counts, length histograms, hashes); sends nothing",
+        description="Materialize the spec's workload and schedule exactly as `passport run` would and print a "
+                    "summary: distinct requests, scheduled arrivals, target and realized length histograms, "
+                    "inter-arrival gaps, and the hashes the passport will carry. Nothing is sent.",
+    )
+    workload.add_argument("spec", type=Path, help="the run spec (YAML)")
     probe = sub.add_parser(
         "probe", help="print what an endpoint tells about itself: engine, model, precision, capacity, cache",
         description="Probe an OpenAI-compatible endpoint (no timing): detect the engine, read every identity and "
@@ -314,6 +321,16 @@ def _cmd_canary(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _cmd_workload(args: argparse.Namespace) -> int:
+    from passport._spec import load_spec
+    from passport._workload_cmd import workload_summary
+
+    spec, _ = load_spec(args.spec)
+    for line in workload_summary(spec):
+        print(line)
+    return 0
+
+
 def _cmd_probe(args: argparse.Namespace) -> int:
     import json
 
@@ -495,6 +512,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_capacity(args)
         if args.command == "probe":
             return _cmd_probe(args)
+        if args.command == "workload":
+            return _cmd_workload(args)
         if args.command == "gate":
             return _cmd_gate(args)
         if args.command == "compare":

@@ -1,0 +1,39 @@
+"""`passport workload` shows what a run will offer, and a run offers exactly that, byte for byte."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import SimFactory, run_cli
+from tests.integration.test_faults import _spec
+
+WriteSpec = Callable[..., Path]
+WORKLOAD = {"tokenizer": "none", "input_tokens": {"dist": "uniform", "low": 8, "high": 40},
+            "output_tokens": {"dist": "fixed", "value": 4}}
+LOAD = {"pattern": "poisson", "rate_per_s": 50, "warmup": {"requests": 2}, "measure": {"requests": 30}, "seed": 3}
+
+
+def test_the_summary_names_the_hashes_the_run_then_carries_and_schedules_are_byte_identical(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    spec = write_spec(_spec(url, LOAD, workload=WORKLOAD))
+    summary = run_cli("workload", str(spec))
+    assert summary.returncode == 0, summary.stderr
+    lines = summary.stdout.splitlines()
+    assert lines[0].startswith("workload: 32 distinct requests, sha256 ")
+    assert "input tokens, target: n=32" in summary.stdout and "inter-arrival gaps (ms): n=31" in summary.stdout
+    workload_sha = lines[0].rsplit(" ", 1)[1]
+    schedule_sha = lines[2].rsplit(" ", 1)[1]
+    digests = []
+    for out in ("a", "b"):
+        assert run_cli("run", str(spec), "--out", str(tmp_path / out), "--quiet").returncode == 0
+        (run,) = list((tmp_path / out).iterdir())
+        passport = json.loads((run / "passport.json").read_text())
+        assert passport["protocol"]["workload"]["sha256"] == workload_sha
+        assert passport["protocol"]["schedule"]["sha256"] == schedule_sha
+        digests.append(hashlib.sha256((run / "schedule.parquet").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]  # same spec, seed and tokenizer: the same bytes

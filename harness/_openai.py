@@ -72,13 +72,19 @@ def build_body(
     prompt: str,
     max_tokens: int,
     params: dict[str, Any],
+    imported: dict[str, Any] | None = None,
 ) -> bytes:
-    """The JSON body of one streamed request; `params` (decoding, extras) are merged last."""
+    """The JSON body of one streamed request; `params` (decoding, extras) are merged last.
+    `imported`: a logged request's own messages or prompt, tools, tool_choice and response_format."""
     body: dict[str, Any] = {"model": model}
+    imported = imported or {}
     if api == "chat":
-        body["messages"] = [{"role": "user", "content": prompt}]
+        body["messages"] = imported.get("messages") or [{"role": "user", "content": prompt}]
     else:
-        body["prompt"] = prompt
+        body["prompt"] = imported.get("prompt") or prompt
+    for key in ("tools", "tool_choice", "response_format"):
+        if key in imported:
+            body[key] = imported[key]
     body["max_tokens"] = max_tokens
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}

@@ -11,6 +11,8 @@ Patterns:
 - `poisson`: exponential gaps with mean 1/rate s (coefficient of variation 1).
 - `gamma`: gamma gaps with mean 1/rate s and shape `burstiness`: CV = 1/sqrt(burstiness);
   burstiness < 1 is burstier than Poisson, > 1 smoother, 1 is Poisson.
+- `trace`: the arrival times an imported log recorded (`workload.source` with timestamps),
+  relative to its first, divided by `time_scale` (2 = twice as fast).
 
 The warm-up is the first `warmup.requests` requests. The measurement window then runs for
 `measure.requests` requests or `measure.duration_s` seconds of intended arrivals (open loop) or
@@ -32,7 +34,7 @@ from workloads import table_sha256
 
 __all__ = ["LoadSpec", "WarmupSpec", "MeasureSpec", "Schedule", "build_schedule", "SCHEDULE_SCHEMA"]
 
-Pattern = Literal["closed", "constant", "poisson", "gamma"]
+Pattern = Literal["closed", "constant", "poisson", "gamma", "trace"]
 
 SCHEDULE_SCHEMA = pa.schema(
     [
@@ -72,12 +74,13 @@ class LoadSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pattern: Pattern = Field(description="closed | constant | poisson | gamma.")
+    pattern: Pattern = Field(description="closed | constant | poisson | gamma | trace.")
     rate_per_s: float | None = Field(None, gt=0, description="Open loop: mean arrivals per second.")
     concurrency: int | None = Field(
         None, ge=1, description="Closed loop: users. Open loop: optional cap on requests in flight."
     )
     burstiness: float = Field(1.0, gt=0, description="gamma: shape of the gaps (CV = 1/sqrt).")
+    time_scale: float = Field(1.0, gt=0, description="trace: replay speed (2 = the log's gaps halved).")
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     measure: MeasureSpec = Field(default_factory=lambda: MeasureSpec(duration_s=60.0))
     repetitions: int = Field(1, ge=1, description="Times the schedule is replayed.")
@@ -88,6 +91,10 @@ class LoadSpec(BaseModel):
         if self.pattern == "closed":
             if self.concurrency is None:
                 raise ValueError("load.pattern: closed needs load.concurrency (number of users)")
+        elif self.pattern == "trace":
+            if self.rate_per_s is not None:
+                raise ValueError("load.pattern: trace replays the log's own times; drop load.rate_per_s "
+                                 "(use load.time_scale to speed it up or slow it down)")
         elif self.rate_per_s is None:
             raise ValueError(
                 f"load.pattern: {self.pattern} needs load.rate_per_s > 0; "
@@ -102,6 +109,8 @@ class LoadSpec(BaseModel):
     def __str__(self) -> str:
         if self.pattern == "closed":
             return f"closed@{self.concurrency}"
+        if self.pattern == "trace":
+            return f"trace x{self.time_scale:g}"
         return f"{self.pattern}@{self.rate_per_s:.2f}/s"
 
 
@@ -127,14 +136,43 @@ def _gaps_s(spec: LoadSpec, rng: np.random.Generator, n: int) -> np.ndarray:
     return rng.gamma(spec.burstiness, mean / spec.burstiness, size=n)
 
 
-def build_schedule(spec: LoadSpec, pool_size: int | None = None) -> Schedule:
+def _trace_offsets(spec: LoadSpec, timestamps_s: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets in ns from the first arrival, request indexes) in time order, scaled."""
+    if timestamps_s is None or not len(timestamps_s) or not np.isfinite(timestamps_s).all():
+        raise ScheduleError("load.pattern: trace needs workload.source records that all carry a timestamp")
+    order = np.argsort(timestamps_s, kind="stable")
+    seconds = (timestamps_s[order] - timestamps_s[order[0]]) / spec.time_scale
+    return np.rint(seconds * 1e9).astype(np.int64), order.astype(np.int64)
+
+
+def build_schedule(spec: LoadSpec, pool_size: int | None = None,
+                   timestamps_s: np.ndarray | None = None) -> Schedule:
     """Materialize the schedule of one repetition (every repetition replays it).
 
     `pool_size` (workload.requests) bounds the distinct requests; None sizes it to the schedule.
+    `timestamps_s` (trace only): each workload request's recorded time, by request index.
     """
 
     n_warmup = spec.warmup.requests
     window_ns = None if spec.measure.duration_s is None else int(spec.measure.duration_s * 1e9)
+    if spec.pattern == "trace":
+        offsets_ns, indexes = _trace_offsets(spec, timestamps_s)
+        if spec.measure.requests is not None:
+            n = min(len(offsets_ns), n_warmup + spec.measure.requests)
+        else:
+            start = offsets_ns[n_warmup] if n_warmup < len(offsets_ns) else 0
+            n = int(np.searchsorted(offsets_ns, start + (window_ns or 0), side="left"))
+        if n <= n_warmup:
+            raise ScheduleError("the trace has no arrival inside the measurement window; lengthen it")
+        offsets_ns, indexes = offsets_ns[:n], indexes[:n]
+        table = pa.table(
+            {"seq": pa.array(np.arange(n, dtype=np.int64)),
+             "phase": pa.array(["warmup"] * n_warmup + ["measure"] * (n - n_warmup), pa.string()),
+             "intended_offset_ns": pa.array(offsets_ns), "request_index": pa.array(indexes)},
+            schema=SCHEDULE_SCHEMA,
+        )
+        return Schedule(table, table_sha256(table), len(timestamps_s) if timestamps_s is not None else n,
+                        n_warmup, window_ns)
     if spec.open_loop:
         rng = np.random.default_rng(np.random.SeedSequence([spec.seed, 1]))
         if spec.measure.requests is not None:

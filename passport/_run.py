@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -64,7 +66,7 @@ from passport.declared import DECLARED_FILE, read_declared, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
 __all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
-           "resolve_tokenizer", "ENGINES_WITH_IGNORE_EOS"]
+           "resolve_tokenizer", "plan_workload", "ENGINES_WITH_IGNORE_EOS"]
 
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
 _PRESETS: dict[str, dict[str, Any]] = {
@@ -117,6 +119,20 @@ def resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple
     if probed and isinstance(probed.value, str) and probed.value.endswith(".gguf") and os.path.isfile(probed.value):
         return f"gguf:{probed.value}", "auto: the GGUF the server reports in /props"
     return "none", "auto: no local tokenizer found for this model; lengths are approximate"
+
+
+def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, RequestSet]:
+    """The schedule and the request set a run offers. Trace replay takes every record of the
+    imported log and schedules them at its recorded times; other patterns size the set to the
+    schedule's pool."""
+    if spec.load.pattern == "trace":
+        request_set = materialize(spec.workload, None, tokenizer, seed=spec.load.seed)
+        names = request_set.table.column_names
+        stamps = (np.asarray(request_set.table.column("timestamp_s").to_numpy(zero_copy_only=False), dtype=float)
+                  if "timestamp_s" in names else None)
+        return build_schedule(spec.load, None, timestamps_s=stamps), request_set
+    schedule = build_schedule(spec.load, spec.workload.requests)
+    return schedule, materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
 
 
 def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> DeclaredInfo:
@@ -362,9 +378,8 @@ def execute(
         identity.update(collect_host())
         identity = complete_identity(identity, spec.identity)
 
-        schedule = build_schedule(spec.load, spec.workload.requests)
-        say(f"materializing {schedule.pool_size} requests")
-        request_set = materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
+        say("materializing the workload and the schedule")
+        schedule, request_set = plan_workload(spec, tokenizer)
         nothing_useful = False
         full_text = spec.record_text == "full"
         _write_schedule(folder, schedule, request_set, full_text)
@@ -400,14 +415,17 @@ def execute(
             prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, engine, control, run_id, params)
         say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
         wl = request_set.table.to_pydict()
+        bodies = wl.get("body_json") or [None] * len(wl["prompt"])
         pool = [
             PreparedRequest(
-                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params)),
+                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params,
+                                                              orjson.loads(body) if body else None)),
                 prompt=prompt, max_tokens=out, max_tokens_is_target=max_tokens_is_target,
                 input_tokens_target=target, input_tokens_client=realized, output_tokens_target=out,
             )
-            for prompt, target, realized, out in zip(wl["prompt"], wl["input_tokens_target"],
-                                                     wl["input_tokens_client"], wl["output_tokens_target"])
+            for prompt, target, realized, out, body in zip(wl["prompt"], wl["input_tokens_target"],
+                                                           wl["input_tokens_client"], wl["output_tokens_target"],
+                                                           bodies)
         ]
         total = None
         if spec.load.open_loop or spec.load.measure.requests is not None:

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import build_schedule
-from passport._run import resolve_tokenizer
+from passport._run import plan_workload, resolve_tokenizer
 from passport._spec import RunSpec
-from workloads import load_tokenizer, materialize
+from workloads import load_tokenizer
 
 __all__ = ["workload_summary"]
 
@@ -41,8 +40,7 @@ def workload_summary(spec: RunSpec) -> list[str]:
     """The summary as text lines (see the module docstring)."""
     source, note = resolve_tokenizer(spec, {})
     tokenizer = load_tokenizer(source)
-    schedule = build_schedule(spec.load, spec.workload.requests)
-    request_set = materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
+    schedule, request_set = plan_workload(spec, tokenizer)
     table = request_set.table
     lines = [
         f"workload: {len(request_set)} distinct requests, sha256 {request_set.sha256}",

@@ -5,13 +5,17 @@ arrival times or metrics, and imports nothing else of ours.
 """
 
 from workloads._errors import TokenizerError, WorkloadError
+from workloads._import import ImportedRecord, ImportSpec, read_records
 from workloads._lengths import LengthDist
-from workloads._requestset import REQUEST_SET_SCHEMA, RequestSet, materialize, table_sha256
+from workloads._requestset import IMPORTED_SCHEMA, REQUEST_SET_SCHEMA, RequestSet, materialize, table_sha256
 from workloads._spec import WorkloadSpec
 from workloads._synthetic import synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
 
 __all__ = [
+    "IMPORTED_SCHEMA",
+    "ImportSpec",
+    "ImportedRecord",
     "LengthDist",
     "LoadedTokenizer",
     "REQUEST_SET_SCHEMA",
@@ -23,6 +27,7 @@ __all__ = [
     "default_cache_dir",
     "load_tokenizer",
     "materialize",
+    "read_records",
     "synthesize_prompt",
     "table_sha256",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from workloads._import import ImportSpec
 from workloads._lengths import LengthDist
 
 __all__ = ["WorkloadSpec"]
@@ -32,3 +33,6 @@ class WorkloadSpec(BaseModel):
     )
     requests: int | None = Field(None, ge=1, description="Pool size; None: derived from the load.")
     seed: int | None = Field(None, description="Workload seed; None: load.seed.")
+    source: ImportSpec | None = Field(
+        None, description="Your own traffic: a request log (openai JSONL or sharegpt) instead of synthetic prompts; "
+                          "output_tokens then only fills budgets the log lacks.")

@@ -68,10 +68,11 @@ class RequestSet:
 def table_sha256(table: pa.Table) -> str:
     """sha256 of a table's column names and values, row by row, independent of file encoding."""
     digest = hashlib.sha256(orjson.dumps(table.column_names))
-    columns = [table.column(name).to_pylist() for name in table.column_names]
-    for row in zip(*columns):
-        digest.update(orjson.dumps(row))
-        digest.update(b"\n")
+    for batch in table.to_batches(max_chunksize=_BATCH):  # a batch at a time: memory stays flat
+        columns = [column.to_pylist() for column in batch.columns]
+        for row in zip(*columns):
+            digest.update(orjson.dumps(row))
+            digest.update(b"\n")
     return digest.hexdigest()
 
 

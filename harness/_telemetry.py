@@ -45,8 +45,8 @@ ENGINE_SERIES: dict[str, tuple[tuple[str, ...], str]] = {
     "requests_waiting": (("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred",
                           "tgi_queue_size"), "sum"),
     "preemptions_total": (("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"), "sum"),
-    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total",
-                                    "llamacpp:prompt_tokens_total"), "sum"),
+    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+                                   "sum"),
     "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
                                  "llamacpp:prompt_tokens_cached_total"), "sum"),
     "prefix_cache_hit_rate": (("sglang:cache_hit_rate",), "mean"),
@@ -72,6 +72,10 @@ class TelemetrySource(Protocol):
 
 def _normalize(values: dict[str, list[float]]) -> list[Row]:
     rows: list[Row] = []
+    cached = values.get("llamacpp:prompt_tokens_cached_total")
+    processed = values.get("llamacpp:prompt_tokens_total")
+    if cached and processed:  # llama.cpp counts processed prompt tokens *excluding* the cached ones
+        rows.append(("engine", "prefix_cache_queries_total", sum(cached) + sum(processed)))
     for normalized, (names, combine) in ENGINE_SERIES.items():
         for metric in names:
             found = values.get(metric)

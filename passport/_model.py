@@ -102,6 +102,7 @@ class WorkloadInfo(_Model):
     tokenizer_sha256: str | None
     exact_lengths: bool
     note: str | None = None
+    salt: str | None = Field(None, description="Shared-prefix marker sent before every prompt, outside the hash.")
 
 
 class ScheduleInfo(_Model):

@@ -104,6 +104,7 @@ def assemble_passport(
     telemetry: dict[str, Any] | None = None,
     prefix_cache: dict[str, Any] | None = None,
     canary_suite: dict[str, Any] | None = None,
+    salt: str | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -142,7 +143,7 @@ def assemble_passport(
         workload=WorkloadInfo(
             sha256=request_set.sha256, n_requests=len(request_set), seed=request_set.seed,
             tokenizer=request_set.tokenizer_source, tokenizer_sha256=request_set.tokenizer_sha256,
-            exact_lengths=request_set.exact_lengths, note=note,
+            exact_lengths=request_set.exact_lengths, note=note, salt=salt,
         ),
         schedule=ScheduleInfo(
             sha256=schedule.sha256, pattern=str(spec.load), n_scheduled=schedule.table.num_rows,

@@ -122,6 +122,14 @@ def resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple
     return "none", "auto: no local tokenizer found for this model; lengths are approximate"
 
 
+def _salt(spec: RunSpec, run_id: str) -> str:
+    """The marker that starts every shared prefix (see workloads.SharedPrefixSpec), or ""."""
+    shared = spec.workload.shared_prefix
+    if shared is None or shared.salt == "none":
+        return ""
+    return f"[run {run_id}]" if shared.salt == "per_run" else shared.salt
+
+
 def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, RequestSet]:
     """The schedule and the request set a run offers. Trace replay takes every record of the
     imported log and schedules them at its recorded times; other patterns size the set to the
@@ -426,6 +434,9 @@ def execute(
         say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
         wl = request_set.table.to_pydict()
         bodies = wl.get("body_json") or [None] * len(wl["prompt"])
+        salt = _salt(spec, run_id)
+        if salt:
+            wl["prompt"] = [f"{salt} {prompt}" for prompt in wl["prompt"]]
         pool = [
             PreparedRequest(
                 request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params,
@@ -471,7 +482,7 @@ def execute(
         finished_utc=finished_utc, repetitions=repetitions, stop_reason=stop_reason, canaries=canaries,
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
         canary_counts=canary_counts(canary_results) if canary_results is not None else None,
-        telemetry=telemetry_info, prefix_cache=prefix_cache,
+        telemetry=telemetry_info, prefix_cache=prefix_cache, salt=_salt(spec, run_id) or None,
         canary_suite=None if suite is None else {
             "suite": suite.suite, "version": suite.version, "sha256": suite.sha256, "source": suite.source,
             "cases": [{"id": c.id, "version": c.version, "kind": c.kind, "sha256": c.sha256} for c in suite.cases],

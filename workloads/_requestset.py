@@ -11,7 +11,9 @@ table and hash. Columns (the public `schedule.parquet` workload fields):
 | input_tokens_client | int64 | realized length under the tokenizer (null with `none`) |
 | output_tokens_target | int64 | drawn from `workload.output_tokens`; sent as max_tokens |
 
-An imported workload (`workload.source`, see `_import.py`) has three more columns:
+A shared-prefix workload (`workload.shared_prefix`) has one more column, `prefix_group`, and its
+targets include the prefix. An imported workload (`workload.source`, see `_import.py`) has three
+more columns:
 `body_json` (the messages / prompt / tools / tool_choice / response_format sent, as JSON),
 `timestamp_s` (the log's time, for trace replay) and `session_id`; its `input_tokens_target`
 is the realized length (a log has no target), counted over the text of its messages.
@@ -33,7 +35,8 @@ from workloads._spec import WorkloadSpec
 from workloads._synthetic import synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer
 
-__all__ = ["RequestSet", "materialize", "table_sha256", "REQUEST_SET_SCHEMA", "IMPORTED_SCHEMA"]
+__all__ = ["RequestSet", "materialize", "table_sha256", "REQUEST_SET_SCHEMA", "IMPORTED_SCHEMA",
+           "SHARED_PREFIX_SCHEMA"]
 
 REQUEST_SET_SCHEMA = pa.schema(
     [
@@ -45,6 +48,7 @@ REQUEST_SET_SCHEMA = pa.schema(
     ]
 )
 
+SHARED_PREFIX_SCHEMA = pa.schema(list(REQUEST_SET_SCHEMA) + [("prefix_group", pa.int64())])
 IMPORTED_SCHEMA = pa.schema(list(REQUEST_SET_SCHEMA) + [
     ("body_json", pa.string()), ("timestamp_s", pa.float64()), ("session_id", pa.string())])
 _BATCH = 65536
@@ -125,25 +129,36 @@ def materialize(spec: WorkloadSpec, n: int | None, tokenizer: LoadedTokenizer, s
                           exact_lengths=tokenizer.exact)
     assert n is not None, "synthetic workloads need a size"
     # Independent streams for lengths and text, so changing one distribution leaves the other be.
-    lengths_rng, text_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(effective_seed).spawn(2))
+    lengths_rng, text_rng, prefix_rng = (np.random.default_rng(s)
+                                         for s in np.random.SeedSequence(effective_seed).spawn(3))
     inputs = spec.input_tokens.sample(lengths_rng, n)
     outputs = spec.output_tokens.sample(lengths_rng, n)
+    shared = spec.shared_prefix
+    prefixes = ([synthesize_prompt(tokenizer.tokenizer, prefix_rng, shared.prefix_tokens)[0]
+                 for _ in range(shared.groups)] if shared else [])
+    groups = prefix_rng.integers(0, shared.groups, size=n) if shared else np.zeros(n, dtype=np.int64)
     prompts: list[str] = []
     realized: list[int | None] = []
-    for target in inputs.tolist():
+    targets: list[int] = []
+    for target, group in zip(inputs.tolist(), groups.tolist()):
         text, count = synthesize_prompt(tokenizer.tokenizer, text_rng, int(target))
+        if shared:
+            text = f"{prefixes[group]}\n\n{text}"
+            count = len(tokenizer.tokenizer.encode(text))
+            target = int(target) + shared.prefix_tokens
         prompts.append(text)
+        targets.append(int(target))
         realized.append(count if tokenizer.exact else None)
-    table = pa.table(
-        {
-            "request_index": pa.array(np.arange(n, dtype=np.int64)),
-            "prompt": pa.array(prompts, pa.string()),
-            "input_tokens_target": pa.array(inputs),
-            "input_tokens_client": pa.array(realized, pa.int64()),
-            "output_tokens_target": pa.array(outputs),
-        },
-        schema=REQUEST_SET_SCHEMA,
-    )
+    columns = {
+        "request_index": pa.array(np.arange(n, dtype=np.int64)),
+        "prompt": pa.array(prompts, pa.string()),
+        "input_tokens_target": pa.array(targets, pa.int64()),
+        "input_tokens_client": pa.array(realized, pa.int64()),
+        "output_tokens_target": pa.array(outputs),
+    }
+    if shared:
+        columns["prefix_group"] = pa.array(groups.astype(np.int64))
+    table = pa.table(columns, schema=SHARED_PREFIX_SCHEMA if shared else REQUEST_SET_SCHEMA)
     return RequestSet(
         table=table,
         sha256=table_sha256(table),

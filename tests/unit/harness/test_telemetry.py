@@ -99,3 +99,12 @@ def test_dcgm_exporter_series_become_gpu_memory_power_and_energy() -> None:
     rows = PrometheusSource("http://dcgm:9400/metrics", dcgm=True, transport=_transport(text)).scrape()
     gpu = {name: value for source, name, value in rows if source == "gpu:dcgm"}
     assert gpu == {"memory_used_bytes": 40960 * 2**20, "power_w": 350.5, "energy_j_total": 123456.789}
+
+
+def test_llama_cpp_cache_queries_add_the_cached_tokens_it_does_not_count_as_processed() -> None:
+    text = ("# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed, excluding cached tokens\n"
+            "# TYPE llamacpp:prompt_tokens_total counter\nllamacpp:prompt_tokens_total 60\n"
+            "# TYPE llamacpp:prompt_tokens_cached_total counter\nllamacpp:prompt_tokens_cached_total 140\n")
+    rows = PrometheusSource("http://x/metrics", transport=_transport(text)).scrape()
+    engine = {name: value for source, name, value in rows if source == "engine"}
+    assert engine["prefix_cache_queries_total"] == 200 and engine["prefix_cache_hits_total"] == 140

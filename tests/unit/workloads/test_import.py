@@ -69,3 +69,23 @@ def test_limit_and_a_budget_drawn_when_the_log_has_none(tmp_path: Path) -> None:
     assert len(request_set) == 4 and request_set.table.column("output_tokens_target").to_pylist() == [9] * 4
     again = materialize(spec, None, load_tokenizer("none"), seed=0)
     assert again.sha256 == request_set.sha256
+
+
+def test_shared_prefixes_form_groups_and_targets_include_the_prefix() -> None:
+    spec = WorkloadSpec(tokenizer="none", input_tokens={"dist": "fixed", "value": 6},
+                        output_tokens={"dist": "fixed", "value": 4},
+                        shared_prefix={"groups": 3, "prefix_tokens": 20})
+    first = materialize(spec, 30, load_tokenizer("none"), seed=4)
+    table = first.table.to_pydict()
+    prefixes = {p.split("\n\n")[0] for p in table["prompt"]}
+    assert len(prefixes) == 3 and all(len(p.split()) == 20 for p in prefixes)
+    assert set(table["prefix_group"]) == {0, 1, 2}
+    by_group = {g: p.split("\n\n")[0] for g, p in zip(table["prefix_group"], table["prompt"])}
+    assert all(p.startswith(by_group[g]) for g, p in zip(table["prefix_group"], table["prompt"]))
+    assert table["input_tokens_target"] == [26] * 30 and len({p.split("\n\n")[1] for p in table["prompt"]}) == 30
+    assert materialize(spec, 30, load_tokenizer("none"), seed=4).sha256 == first.sha256
+    plain = WorkloadSpec(tokenizer="none", input_tokens={"dist": "fixed", "value": 6},
+                         output_tokens={"dist": "fixed", "value": 4})
+    # adding the prefix stream leaves a plain workload's prompts as they were
+    assert materialize(plain, 30, load_tokenizer("none"), seed=4).table.column("prompt").to_pylist() == [
+        p.split("\n\n")[1] for p in table["prompt"]]

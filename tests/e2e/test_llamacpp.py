@@ -94,13 +94,13 @@ def test_concurrency_sweep_finds_a_knee_on_the_real_engine(
     gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
 ) -> None:
     # 4 slots on 2 cores: one user is served at once; eight users queue behind the four slots, so
-    # TTFT p90 passes 600 ms long before concurrency 8 (about 2.7 s p99 measured on this machine).
+    # the median TTFT passes 600 ms long before concurrency 8 (about 2.7 s p99 measured on this machine).
     spec = {**_spec(gguf_path, "completions"), "name": "e2e-sweep",
             "engine": {"launch": LAUNCH.replace("-np 2 -t 1", "-np 4 -t 2"), "model_path": str(gguf_path)},
             "workload": {"tokenizer": "auto", "input_tokens": {"dist": "uniform", "low": 32, "high": 96},
                          "output_tokens": {"dist": "fixed", "value": 16}},
             "load": {"pattern": "closed", "concurrency": 1, "warmup": {"requests": 1}, "measure": {"requests": 8}},
-            "slo": {"ttft.any.p90": "600ms"},
+            "slo": {"ttft.any.p50": "600ms"},  # a median: one slow request on a busy machine moves no knee
             "sweep": {"vary": "concurrency", "levels": [1, 2, 4, 8]}}
     result = run_cli("sweep", str(write_spec(spec, name="sweep.yaml")), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr

@@ -27,6 +27,8 @@ def _histogram(values: np.ndarray, label: str, bins: int = 10) -> list[str]:
     lo, hi = float(finite.min()), float(finite.max())
     if lo == hi:
         return [f"{label}: all {len(finite)} = {lo:g}"]
+    if np.all(finite == np.round(finite)):  # integers: no bin narrower than one
+        bins = max(1, min(bins, int(hi - lo) + 1))
     counts, edges = np.histogram(finite, bins=bins)
     top = max(int(counts.max()), 1)
     lines = [f"{label}: n={len(finite)}, mean {finite.mean():.1f}, p50 {np.percentile(finite, 50):g}, "
@@ -49,6 +51,14 @@ def workload_summary(spec: RunSpec) -> list[str]:
         f"schedule: {spec.load}, {schedule.table.num_rows} scheduled per repetition ({schedule.n_warmup} warm-up), "
         f"x {spec.load.repetitions} repetitions, sha256 {schedule.sha256}",
     ]
+    shared = spec.workload.shared_prefix
+    if shared is not None:
+        lines.append(f"shared prefixes: {shared.groups} groups of {shared.prefix_tokens} tokens, salt {shared.salt} "
+                     "(applied when requests are built, outside the hash)")
+    if spec.workload.source is not None:
+        stamps = "timestamp_s" in table.column_names and table.column("timestamp_s").null_count == 0
+        lines.append(f"imported: {len(request_set)} requests from {spec.workload.source.path} "
+                     f"({spec.workload.source.format}), {'every one' if stamps else 'not all'} with a timestamp")
     offsets = np.asarray(schedule.table.column("intended_offset_ns").to_numpy(zero_copy_only=False), dtype=float)
     if spec.load.open_loop and len(offsets) > 1:
         gaps = np.diff(np.sort(offsets)) / 1e6

@@ -26,6 +26,9 @@ def test_the_summary_names_the_hashes_the_run_then_carries_and_schedules_are_byt
     lines = summary.stdout.splitlines()
     assert lines[0].startswith("workload: 32 distinct requests, sha256 ")
     assert "input tokens, target: n=32" in summary.stdout and "inter-arrival gaps (ms): n=31" in summary.stdout
+    shared = run_cli("workload", str(write_spec(_spec(url, LOAD, workload={**WORKLOAD, "shared_prefix": {
+        "groups": 2, "prefix_tokens": 12}}), name="shared.yaml")))
+    assert "shared prefixes: 2 groups of 12 tokens, salt per_run" in shared.stdout
     workload_sha = lines[0].rsplit(" ", 1)[1]
     schedule_sha = lines[2].rsplit(" ", 1)[1]
     digests = []

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
-from harness import Api, Exchange, HttpClient, StreamSummary, classify, summarize
+from harness import Api, Exchange, HttpClient, StreamSummary, judge
 
 __all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
 
@@ -119,12 +119,7 @@ async def _send(client: HttpClient, path: str, body: dict[str, Any],
                 api: Api) -> tuple[Exchange, StreamSummary | None, str, str | None]:
     """One request as the runner sends it: (exchange, stream summary, outcome class, error)."""
     ex = await client.exchange(client.request_bytes(path, orjson.dumps(body)))
-    summary = summarize(ex.sse, api) if ex.status == 200 else None
-    outcome, error = classify(ex.status, ex.error, ex.timeout_kind, summary, ex.sse.done, ex.sse.leftover(), False,
-                              ex.content_type)
-    if outcome in ("http_error", "rejected") and error is None:
-        error = f"HTTP {ex.status}: {bytes(ex.error_body[:512]).decode('utf-8', 'replace')}"
-    return ex, summary, outcome, error
+    return (ex, *judge(ex, api, False))
 
 
 async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str, api: Api, t0_ns: int,

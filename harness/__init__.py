@@ -10,7 +10,17 @@ from harness._control import ControlClient, detect_engine
 from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
 from harness._http import Endpoint, Exchange, HttpClient, Timeouts
 from harness._launcher import EngineLauncher, free_port, redact_command
-from harness._openai import CHUNK_KINDS, OUTCOMES, Api, ChunkKind, StreamSummary, build_body, classify, summarize
+from harness._openai import (
+    CHUNK_KINDS,
+    OUTCOMES,
+    Api,
+    ChunkKind,
+    StreamSummary,
+    build_body,
+    classify,
+    judge,
+    summarize,
+)
 from harness._prom import Sample, samples
 from harness._recorder import (
     CHUNKS_SCHEMA,
@@ -68,6 +78,7 @@ __all__ = [
     "detect_engine",
     "free_port",
     "join_parts",
+    "judge",
     "nvml_devices",
     "redact_command",
     "samples",

@@ -28,12 +28,15 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 import orjson
 
 from harness._sse import SSEParser
+
+if TYPE_CHECKING:
+    from harness._http import Exchange
 
 __all__ = [
     "Api",
@@ -318,3 +321,14 @@ def classify(
     if summary.finish_reason == "length" and not max_tokens_is_target:
         return "truncated", None
     return "ok", None
+
+
+def judge(ex: Exchange, api: Api, max_tokens_is_target: bool) -> tuple[StreamSummary | None, str, str | None]:
+    """(stream summary, outcome class, error) of a finished exchange: the summary of a 200
+    stream, its class, and for HTTP errors and rejections the start of the body as the error."""
+    summary = summarize(ex.sse, api) if ex.status == 200 else None
+    outcome, error = classify(ex.status, ex.error, ex.timeout_kind, summary, ex.sse.done, ex.sse.leftover(),
+                              max_tokens_is_target, ex.content_type)
+    if outcome in ("http_error", "rejected") and error is None:
+        error = f"HTTP {ex.status}: {bytes(ex.error_body[:512]).decode('utf-8', 'replace')}"
+    return summary, outcome, error

@@ -27,7 +27,7 @@ import orjson
 import pyarrow as pa
 
 from harness._http import Exchange, HttpClient
-from harness._openai import CHUNK_KINDS, Api, StreamSummary, classify, summarize
+from harness._openai import CHUNK_KINDS, Api, StreamSummary, judge
 from harness._recorder import CHUNKS_SCHEMA, TableWriter
 from harness._schedule import LoadSpec, Schedule
 
@@ -226,15 +226,7 @@ class Runner:
                            http_status=ex.status or None, n_chunks=len(ex.sse))
         else:
             sse = ex.sse
-            if ex.status == 200:
-                summary = summarize(sse, self._api)
-            outcome, error = classify(
-                ex.status, ex.error, ex.timeout_kind, summary, sse.done, sse.leftover(),
-                prepared.max_tokens_is_target, ex.content_type,
-            )
-            if outcome in ("http_error", "rejected"):
-                body = bytes(ex.error_body[:512]).decode("utf-8", "replace")
-                error = f"HTTP {ex.status}: {body}" if error is None else error
+            summary, outcome, error = judge(ex, self._api, prepared.max_tokens_is_target)
             times = sse.times_ns
             row.update(
                 sent_ns=rel(ex.sent_ns),

@@ -63,7 +63,7 @@ from passport._prefix_cache import apply_prefix_cache_policy
 from passport._probe import complete_identity, probe_endpoint
 from passport._spec import RunSpec
 from passport._telemetry import choose_sources
-from passport.declared import DECLARED_FILE, read_declared, write_declared
+from passport.declared import DECLARED_FILE, write_declared
 from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
 
 __all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
@@ -149,9 +149,8 @@ def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> 
     probed = identity.get("capacity.context_per_sequence")
     capacity = probed.value if probed is not None and isinstance(probed.value, int) else None
     source = f"{probed.source} ({probed.via})" if capacity is not None and probed is not None else None
-    sha = write_declared(folder, spec.model_dump(mode="json"), capacity, source)
-    info = read_declared(folder)
-    return DeclaredInfo(file=DECLARED_FILE, sha256=sha, written_utc=info.written_utc,
+    sha, written_utc = write_declared(folder, spec.model_dump(mode="json"), capacity, source)
+    return DeclaredInfo(file=DECLARED_FILE, sha256=sha, written_utc=written_utc,
                         context_tokens_per_sequence=capacity, capacity_source=source)
 
 
@@ -378,9 +377,6 @@ def execute(
             cards = control.models()
             model_id = model_of(spec, cards, base_url)
             identity.update(probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api))
-            detected = identity.get("engine.name")
-            telemetry_sources, telemetry_info = choose_sources(
-                spec, str(detected.value) if detected else None, control, headers)
         engine_name = identity.get("engine.name")
         engine = str(engine_name.value) if engine_name else None
         tok_source, tok_note = resolve_tokenizer(spec, identity)
@@ -413,6 +409,8 @@ def execute(
         t0_utc = _utc()
         prefix_cache: dict[str, Any] = {"declared": spec.prefix_cache, "enforced": False,
                                         "method": "not applied: no timed phase"}
+        telemetry_info: dict[str, Any] = {"interval_s": spec.telemetry.interval_s, "sources": [],
+                                          "notes": ["no timed phase: nothing was sampled"]}
         canaries = CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none")
         canary_results = None
         if suite is not None:
@@ -431,6 +429,8 @@ def execute(
             raise _Hold
         with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
             prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, engine, control, run_id, params)
+            # opened only for a run that will be timed: the sampler closes them when it ends
+            telemetry_sources, telemetry_info = choose_sources(spec, engine, control, headers)
         say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
         wl = request_set.table.to_pydict()
         bodies = wl.get("body_json") or [None] * len(wl["prompt"])

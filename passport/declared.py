@@ -131,14 +131,15 @@ def _canonical(data: Any) -> bytes:
 
 
 def write_declared(folder: Path, effective_spec: dict[str, Any], context_tokens_per_sequence: int | None,
-                   capacity_source: str | None) -> str:
-    """Write declared.json (before the first timed request); returns its sha256."""
+                   capacity_source: str | None) -> tuple[str, str]:
+    """Write declared.json (before the first timed request); returns (its sha256, the UTC time
+    written into it)."""
     written = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     data = {"written_utc": written, "spec": effective_spec,
             "capacity": {"context_tokens_per_sequence": context_tokens_per_sequence, "source": capacity_source}}
     body = _canonical(data)
     (Path(folder) / DECLARED_FILE).write_bytes(body + b"\n")
-    return hashlib.sha256(body + b"\n").hexdigest()
+    return hashlib.sha256(body + b"\n").hexdigest(), written
 
 
 def read_declared(folder: Path) -> Declarations:

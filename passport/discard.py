@@ -54,7 +54,7 @@ def _engine_exit_repetitions(data: RepetitionData, rep: np.ndarray) -> set[int]:
 
 
 def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, measured: np.ndarray,
-              success: np.ndarray, exited: set[int]) -> tuple[bool, Any, str] | None:
+              success: np.ndarray, exited: set[int], capacity: int | None) -> tuple[bool, Any, str] | None:
     """(discard?, measured value, message) for one rule and repetition; None: not evaluable."""
     in_rep = rep == r
     m = in_rep & measured
@@ -71,7 +71,7 @@ def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, 
                else "no out-of-memory error")
         return hit, hit, why
     if rule.kind == "capacity_below_workload":
-        return None
+        return None if capacity is None else _capacity(data, in_rep, capacity)
     if rule.kind == "canary_failed":
         return _canary_failed(data, in_rep)
     n = int(m.sum())
@@ -116,12 +116,8 @@ def _canary_failed(data: RepetitionData, in_rep: np.ndarray) -> tuple[bool, Any,
                                                    f"during it failed" + (f" ({', '.join(ids)})" if ids else ""))
 
 
-def _capacity(r: int, data: RepetitionData, rep: np.ndarray,
-              decl: Declarations) -> tuple[bool, Any, str] | None:
-    capacity = decl.context_tokens_per_sequence
-    if capacity is None:
-        return None
-    in_rep = rep == r
+def _capacity(data: RepetitionData, in_rep: np.ndarray, capacity: int) -> tuple[bool, Any, str]:
+    """The repetition's largest request (prompt + max_tokens) against the realized context."""
     prompt = np.fmax(numeric_column(data.requests, "prompt_tokens"),
                      numeric_column(data.requests, "input_tokens_client"))
     need = prompt + np.nan_to_num(numeric_column(data.requests, "max_tokens"), nan=0.0)
@@ -129,6 +125,9 @@ def _capacity(r: int, data: RepetitionData, rep: np.ndarray,
     hit = largest > capacity
     return hit, int(largest), (f"largest request needs {int(largest)} tokens; the engine realized {capacity} "
                                "per sequence")
+
+
+_NOT_EVALUABLE = {"capacity_below_workload": "the engine reported no per-sequence context capacity"}
 
 
 def evaluate_discards(decl: Declarations, data: RepetitionData) -> dict[str, Any]:
@@ -143,14 +142,9 @@ def evaluate_discards(decl: Declarations, data: RepetitionData) -> dict[str, Any
     not_evaluable: dict[str, str] = {}
     for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
         for rule in decl.discard:
-            if rule.kind == "capacity_below_workload":
-                outcome = _capacity(r, data, rep, decl)
-                reason = "the engine reported no per-sequence context capacity"
-            else:
-                outcome = _evaluate(rule, r, data, rep, measured, success, exited)
-                reason = "the repetition has no value for it"
+            outcome = _evaluate(rule, r, data, rep, measured, success, exited, decl.context_tokens_per_sequence)
             if outcome is None:
-                not_evaluable.setdefault(rule.text, reason)
+                not_evaluable.setdefault(rule.text, _NOT_EVALUABLE.get(rule.kind, "the repetition has no value for it"))
                 continue
             hit, value, message = outcome
             if hit:

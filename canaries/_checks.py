@@ -9,18 +9,15 @@ they are classified from the outcome (`rejection`, `error`).
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
 from typing import Any
 
-import jsonschema
-
 from canaries._sandbox import extract_code, run_python
 from canaries._suite import CaseSpec
+from harness import SPECIAL_TOKENS, check_json, check_tool_call
 
 __all__ = ["Check", "Answer", "check", "SPECIAL_TOKENS"]
 
-SPECIAL_TOKENS = re.compile(r"<\|[^|>]{1,40}\|>|</?tool_call>|<start_of_turn>|<end_of_turn>|<eos>|<bos>|\[TOOL_CALLS\]")
 
 
 @dataclass(frozen=True)
@@ -70,46 +67,24 @@ def _exact(case: CaseSpec, a: Answer) -> Check:
 
 def _json(case: CaseSpec, a: Answer) -> Check:
     schema = case.schema_ or {}
-    shown = json.dumps(schema, sort_keys=True)
-    try:
-        value = json.loads(a.content)
-    except json.JSONDecodeError as exc:
-        category = "truncation" if a.finish_reason == "length" else "schema_failure"
-        return _fail(category, f"output is not JSON ({exc.msg} at {exc.pos}); the engine did not honour the "
-                               "constraint it was sent", f"JSON valid under {shown}", _short(a.content))
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        return _fail("schema_failure", f"JSON does not validate: {exc.message}", f"JSON valid under {shown}",
-                     _short(a.content))
-    return _ok("output parses and validates against the schema", f"JSON valid under {shown}", _short(a.content))
+    expected = f"JSON valid under {json.dumps(schema, sort_keys=True)}"
+    category, reason = check_json(a.content, a.finish_reason, schema)
+    if category is None:
+        return _ok(reason, expected, _short(a.content))
+    return _fail(category, reason, expected, _short(a.content))
 
 
 def _tool(case: CaseSpec, a: Answer) -> Check:
-    tools = {t.get("function", {}).get("name"): t.get("function", {}) for t in case.tools or []}
+    tools = [t.get("function", {}).get("name") for t in case.tools or []]
     want = case.expect.get("name")
     expected = f"a call of {want or ' or '.join(sorted(str(n) for n in tools))} with valid arguments"
-    leaked = SPECIAL_TOKENS.findall(a.content)
-    if leaked:
-        return _fail("tool_failure", f"special tokens leaked into content: {sorted(set(leaked))}", expected,
-                     _short(a.content))
-    if not a.tool_calls:
-        return _fail("tool_failure", "no tool call was streamed", expected, _short(a.content) or "(empty)")
-    call = a.tool_calls[0]
-    name = call.get("name")
-    shown = f"{name}({call.get('arguments')})"
-    if name not in tools or (want is not None and name != want):
-        return _fail("tool_failure", f"called {name!r}, not a declared tool" if name not in tools
-                     else f"called {name!r}, expected {want!r}", expected, shown)
-    try:
-        arguments = json.loads(call.get("arguments") or "{}")
-    except json.JSONDecodeError as exc:
-        return _fail("tool_failure", f"arguments are not JSON ({exc.msg})", expected, shown)
-    try:
-        jsonschema.validate(arguments, tools[name].get("parameters") or {})
-    except jsonschema.ValidationError as exc:
-        return _fail("tool_failure", f"arguments do not validate: {exc.message}", expected, shown)
-    return _ok("the first tool call names a declared tool with valid arguments", expected, shown)
+    call = a.tool_calls[0] if a.tool_calls else None
+    shown = (f"{call.get('name')}({call.get('arguments')})" if call and not SPECIAL_TOKENS.search(a.content)
+             else _short(a.content) or "(empty)")
+    category, reason = check_tool_call(a.content, a.tool_calls, case.tools or [], want)
+    if category is None:
+        return _ok(reason, expected, shown)
+    return _fail(category, reason, expected, shown)
 
 
 def _contains(case: CaseSpec, a: Answer, wanted: list[str]) -> Check:

@@ -22,11 +22,12 @@ import pyarrow.parquet as pq
 from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
 from harness import Api, Exchange, HttpClient, StreamSummary, judge
+from workloads import corpus_text
 
 __all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
 
 GREEDY: dict[str, Any] = {"temperature": 0.0, "seed": 42}
-_FILLER = (Path(__file__).resolve().parent / "data" / "filler.txt").read_text().split()
+_FILLER = corpus_text().split()
 
 CANARIES_SCHEMA = pa.schema([
     ("suite", pa.string()), ("suite_sha256", pa.string()), ("case_id", pa.string()), ("case_version", pa.int32()),

@@ -5,6 +5,7 @@ It knows the OpenAI streaming dialect and HTTP; it does not know what a metric, 
 rule or a passport is (that is `passport`), nor how prompts are made (that is `workloads`).
 """
 
+from harness._checks import SPECIAL_TOKENS, check_json, check_tool_call
 from harness._clientstats import ClientMonitor
 from harness._control import ControlClient, detect_engine
 from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
@@ -19,6 +20,7 @@ from harness._openai import (
     build_body,
     classify,
     judge,
+    structured_fields,
     summarize,
 )
 from harness._prom import Sample, samples
@@ -30,12 +32,25 @@ from harness._recorder import (
     TableWriter,
     join_parts,
 )
-from harness._runner import PreparedRequest, ProgressSink, RepetitionResult, Runner
+from harness._runner import (
+    PreparedRequest,
+    ProgressSink,
+    RepetitionResult,
+    ResponseExpectation,
+    Runner,
+    SessionTurn,
+)
 from harness._schedule import SCHEDULE_SCHEMA, LoadSpec, MeasureSpec, Schedule, WarmupSpec, build_schedule
 from harness._sse import SSEParser
 from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, TrtllmJsonSource, nvml_devices
 
 __all__ = [
+    "SPECIAL_TOKENS",
+    "check_json",
+    "check_tool_call",
+    "ResponseExpectation",
+    "SessionTurn",
+    "structured_fields",
     "Api",
     "CHUNKS_SCHEMA",
     "CHUNK_KINDS",

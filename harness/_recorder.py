@@ -34,7 +34,7 @@ __all__ = [
     "join_parts",
 ]
 
-RAW_SCHEMA_VERSION = 1
+RAW_SCHEMA_VERSION = 2  # 2: shape, session, turn, context and response-check columns
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -81,6 +81,17 @@ REQUESTS_SCHEMA = pa.schema(
         ("response_sha256", pa.string()),
         ("prompt_chars", pa.int64()),
         ("response_chars", pa.int64()),
+        # raw schema 2: traffic shapes (all null for a plain synthetic request)
+        ("shape", pa.string()),
+        ("session", pa.int64()),
+        ("turn", pa.int32()),
+        ("session_turns", pa.int32()),
+        ("context_messages", pa.int32()),
+        ("context_tokens_client", pa.int64()),
+        ("check", pa.string()),
+        ("check_result", pa.string()),
+        ("check_reason", pa.string()),
+        ("reasoning_tokens_client", pa.int64()),
     ]
 )
 

@@ -10,6 +10,13 @@ the endpoint is taken as gone and the run stops (reason in `abort_reason`) inste
 errors as fast as the loop spins. `stop` (Ctrl-C, SIGTERM) ends issuing at once, aborts what is in
 flight (recorded as `client_error`, "run interrupted") and returns normally, so the caller can close
 the files and write a passport marked incomplete.
+
+Multi-turn sessions: a scheduled entry whose request has a `SessionTurn` starts a session. Its
+next turn is built when the previous answer has arrived (the conversation so far, with the
+engine's real answers) and sent `think_ns` after it; the session's slot (open loop with a cap) or
+user (closed loop) stays taken until its last turn. A failed turn ends its session: the turns
+after it are not sent (they appear in the schedule, not in the requests). A request with a
+`ResponseExpectation` (JSON schema or tools) is checked after the fact; the result is recorded.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ import numpy as np
 import orjson
 import pyarrow as pa
 
+from harness._checks import check_json, check_tool_call
 from harness._http import Exchange, HttpClient
 from harness._openai import CHUNK_KINDS, Api, StreamSummary, judge
 from harness._recorder import CHUNKS_SCHEMA, TableWriter
 from harness._schedule import LoadSpec, Schedule
 
-__all__ = ["PreparedRequest", "Runner", "RepetitionResult", "ProgressSink", "RecordText"]
+__all__ = ["PreparedRequest", "Runner", "RepetitionResult", "ProgressSink", "RecordText", "SessionTurn",
+           "ResponseExpectation"]
 
 _now = time.perf_counter_ns
 _MAX_CONNECT_FAILURES = 20  # in a row: the endpoint is gone; stop rather than spin on errors
@@ -49,8 +58,35 @@ class ProgressSink(Protocol):
 
 
 @dataclass(frozen=True)
+class ResponseExpectation:
+    """What a request asked the answer to be: JSON under `schema`, or a call of one of `tools`
+    (`tool`: the one a named tool_choice demands)."""
+
+    kind: str  # "json_schema" | "tool_call"
+    schema: dict[str, Any] | None = None
+    tools: list[dict[str, Any]] | None = None
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
+class SessionTurn:
+    """One turn of a multi-turn session. `build(history)` gives the request bytes for this turn
+    after `history` (earlier user messages and the engine's answers); `next_index` is the pool
+    index of the next turn (-1: the last); `think_ns` the pause before this turn is sent."""
+
+    session: int
+    turn: int
+    turns: int
+    next_index: int
+    think_ns: int
+    message: dict[str, Any]
+    build: Callable[[list[dict[str, Any]]], bytes]
+
+
+@dataclass(frozen=True)
 class PreparedRequest:
-    """One workload entry with its HTTP request bytes (and prompt hash) built before timing."""
+    """One workload entry with its HTTP request bytes (and prompt hash) built before timing
+    (for a session's later turns, built when the earlier answers are in)."""
 
     request: bytes
     prompt: str
@@ -59,6 +95,9 @@ class PreparedRequest:
     input_tokens_target: int
     input_tokens_client: int | None
     output_tokens_target: int
+    shape: str | None = None
+    expect: ResponseExpectation | None = None
+    turn: SessionTurn | None = None
     prompt_sha256: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -75,10 +114,36 @@ class RepetitionResult:
 
 
 @dataclass
+class _Done:
+    """A finished (or failed) exchange waiting to be recorded."""
+
+    rid: int
+    rep: int
+    seq: int
+    phase: str
+    index: int
+    user: int | None
+    intended_ns: int
+    prepared: PreparedRequest
+    ex: Exchange | None
+    failure: str | None
+    judged: tuple[StreamSummary | None, str, str | None] | None = None
+    context: list[dict[str, Any]] | None = None
+
+
+@dataclass
 class _Counters:
     done: int = 0
     errors: int = 0
     next_id: int = 0
+
+
+def _text_of(message: dict[str, Any]) -> str:
+    """The text of a chat message (the text parts of a multi-part content)."""
+    content = message.get("content")
+    if isinstance(content, list):
+        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
 
 
 class Runner:
@@ -98,8 +163,12 @@ class Runner:
         record_text: RecordText = "full",
         count_tokens: Callable[[str], int] | None = None,
         progress: ProgressSink | None = None,
+        entries: list[int] | None = None,
     ) -> None:
+        """`entries`: the pool index of each schedulable entry (a request, or a session's first
+        turn), for closed loops that cycle the entries; None: every pool index is an entry."""
         self._client = client
+        self._entries = entries
         self._api = api
         self._load = load
         self._schedule = schedule
@@ -121,8 +190,7 @@ class Runner:
         # Finished exchanges wait here for the recorder task, which records one, then yields to
         # the loop: when many streams end together, arriving chunks wait for one record (about
         # 0.3 ms), never for the whole queue.
-        self._backlog: deque[tuple[int, int, int, str, int, int | None, int, PreparedRequest, Exchange | None,
-                                   str | None]] = deque()
+        self._backlog: deque[_Done] = deque()
         self._backlog_ready = asyncio.Event()
 
     async def run(self) -> list[RepetitionResult]:
@@ -145,7 +213,7 @@ class Runner:
             except asyncio.CancelledError:
                 pass
             while self._backlog:  # whatever the task had not reached
-                self._record_one(*self._backlog.popleft())
+                self._record_one(self._backlog.popleft())
         return results
 
     async def _record_backlog(self) -> None:
@@ -153,48 +221,64 @@ class Runner:
             await self._backlog_ready.wait()
             self._backlog_ready.clear()
             while self._backlog:
-                self._record_one(*self._backlog.popleft())
+                self._record_one(self._backlog.popleft())
                 await asyncio.sleep(0)  # let the loop read sockets between records
 
-    def _record_one(self, rid: int, rep: int, seq: int, phase: str, index: int, user: int | None,
-                    intended_ns: int, prepared: PreparedRequest, ex: Exchange | None, failure: str | None) -> None:
+    def _record_one(self, done: _Done) -> None:
         try:
-            self._record(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure)
+            self._record(done)
         except Exception as exc:  # a harness bug must not stop the run; it is recorded
-            self._record(rid, rep, seq, phase, index, user, intended_ns, prepared, None,
-                         f"recording failed: {type(exc).__name__}: {exc}")
+            done.ex, done.failure = None, f"recording failed: {type(exc).__name__}: {exc}"
+            self._record(done)
 
-    # -- one request --------------------------------------------------------------------------
+    # -- one request (or one session, turn by turn) -------------------------------------------
     async def _one(
         self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int
     ) -> None:
-        prepared = self._pool[index]
-        rid = self._c.next_id
-        self._c.next_id += 1
-        ex: Exchange | None = None
-        failure: str | None = None
-        try:
-            ex = await self._client.exchange(prepared.request)
-            if ex.interrupted:
-                failure = "run interrupted"
-        except Exception as exc:  # a harness bug must not stop the run; it is recorded
-            failure = f"{type(exc).__name__}: {exc}"
-        self._backlog.append((rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure))
-        self._backlog_ready.set()
+        history: list[dict[str, Any]] = []
+        while True:
+            prepared = self._pool[index]
+            turn = prepared.turn
+            rid = self._c.next_id
+            self._c.next_id += 1
+            ex: Exchange | None = None
+            failure: str | None = None
+            try:
+                request = turn.build(history) if turn is not None and history else prepared.request
+                ex = await self._client.exchange(request)
+                if ex.interrupted:
+                    failure = "run interrupted"
+            except Exception as exc:  # a harness bug must not stop the run; it is recorded
+                failure = f"{type(exc).__name__}: {exc}"
+            done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure,
+                         context=list(history) if turn is not None else None)
+            if turn is not None and turn.next_index >= 0 and ex is not None and failure is None:
+                done.judged = judge(ex, self._api, prepared.max_tokens_is_target)  # the answer is needed now
+            self._backlog.append(done)
+            self._backlog_ready.set()
+            if turn is None or turn.next_index < 0 or done.judged is None or self._stop.is_set():
+                return
+            summary, outcome, _ = done.judged
+            if summary is None or outcome not in ("ok", "truncated"):
+                return  # a failed turn ends its session
+            assert ex is not None
+            history = history + [turn.message, {"role": "assistant", "content": summary.content}]
+            index = turn.next_index
+            intended_ns = ex.end_ns + self._pool[index].turn.think_ns  # type: ignore[union-attr]
+            await self._sleep_until(intended_ns)
+            if self._stop.is_set():
+                return
 
-    def _record(
-        self,
-        rid: int,
-        rep: int,
-        seq: int,
-        phase: str,
-        index: int,
-        user: int | None,
-        intended_ns: int,
-        prepared: PreparedRequest,
-        ex: Exchange | None,
-        failure: str | None,
-    ) -> None:
+    def _check(self, prepared: PreparedRequest, summary: StreamSummary) -> tuple[str | None, str]:
+        expect = prepared.expect
+        assert expect is not None
+        if expect.kind == "json_schema":
+            return check_json(summary.content, summary.finish_reason, expect.schema or {})
+        return check_tool_call(summary.content, summary.tool_calls, expect.tools or [], expect.tool)
+
+    def _record(self, done: _Done) -> None:
+        rid, rep, seq, phase, index, user = done.rid, done.rep, done.seq, done.phase, done.index, done.user
+        intended_ns, prepared, ex, failure = done.intended_ns, done.prepared, done.ex, done.failure
         t0 = self._t0
 
         def rel(t: int) -> int | None:
@@ -219,6 +303,17 @@ class Runner:
         }
         if self._full_text:
             row["prompt"] = prepared.prompt
+        if prepared.shape is not None:
+            row["shape"] = prepared.shape
+        turn = prepared.turn
+        if turn is not None:
+            context = (done.context or []) + [turn.message]
+            row.update(session=turn.session, turn=turn.turn, session_turns=turn.turns, context_messages=len(context))
+            if self._count_tokens is not None:
+                row["context_tokens_client"] = sum(self._count_tokens(_text_of(m)) for m in context)
+        if prepared.expect is not None:
+            row["check"] = prepared.expect.kind
+            row["check_result"] = "not_checked"
         if ex is None or failure is not None:
             row.update(outcome="client_error", error=failure, end_ns=_now() - t0)
             if ex is not None:
@@ -226,7 +321,7 @@ class Runner:
                            http_status=ex.status or None, n_chunks=len(ex.sse))
         else:
             sse = ex.sse
-            summary, outcome, error = judge(ex, self._api, prepared.max_tokens_is_target)
+            summary, outcome, error = done.judged or judge(ex, self._api, prepared.max_tokens_is_target)
             times = sse.times_ns
             row.update(
                 sent_ns=rel(ex.sent_ns),
@@ -258,11 +353,17 @@ class Runner:
                 )
                 if self._count_tokens is not None:
                     row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
+                    if summary.reasoning:
+                        row["reasoning_tokens_client"] = self._count_tokens(summary.reasoning)
                 if summary.completion_tokens is not None:
                     row["tokens_source"] = "server"
                 elif row.get("completion_tokens_client") is not None:
                     row["completion_tokens"] = row["completion_tokens_client"]
                     row["tokens_source"] = "client"
+                if prepared.expect is not None and outcome in ("ok", "truncated"):
+                    category, reason = self._check(prepared, summary)
+                    row["check_result"] = category or "passed"
+                    row["check_reason"] = reason
                 if self._full_text:
                     row["response_text"] = summary.content
                     row["reasoning_text"] = summary.reasoning or None
@@ -355,9 +456,9 @@ class Runner:
                 if self._stop.is_set():
                     break
             phase = self._phases[seq]
-            task = self._spawn(
-                self._one(result.repetition, seq, phase, int(self._indexes[seq]), None, deadline)
-            )
+            entry = int(self._indexes[seq])
+            index = self._entries[entry] if self._entries is not None else entry
+            task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline))
             if slots is not None:
                 task.add_done_callback(release_slot)
             result.sent += 1
@@ -390,7 +491,9 @@ class Runner:
                         return
                     phase = "measure"
                 result.sent += 1
-                await self._one(result.repetition, seq, phase, seq % pool, u, now)
+                entry = seq % pool
+                await self._one(result.repetition, seq, phase,
+                                self._entries[entry] if self._entries is not None else entry, u, now)
 
         users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
         stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())

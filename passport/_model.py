@@ -12,9 +12,16 @@
   failed case's expected and actual output; `results.server` (KV-cache usage, queues, preemptions,
   prefix-cache hit rate, GPU memory/power/energy over the window) and `protocol.telemetry`.
   A 1.0 passport reads as 1.1 with these fields null.
+- "1.2" (2026-11): traffic shapes. `protocol.workload` gains `entries`, `shapes`,
+  `structured_output_form` and `tokenizer_check` (the server's /tokenize against ours);
+  `results.lengths` (target vs realized input and output tokens, reasoning tokens apart),
+  `results.sessions` (multi-turn: sessions started and completed, context per turn),
+  `results.checks` (structured-output and tool-call answers validated per request) and
+  `results.shapes` (outcomes per shape). Raw schema 2 adds the columns behind them. Older
+  passports read with these fields null, and `verify` does not ask an older passport for them.
 
 The generated JSON Schema is committed at `passport/schema/passport.schema.json`
-(`python -m passport.schema` rewrites it; a test fails when it drifts).
+(`python -m passport._schema` rewrites it; a test fails when it drifts).
 """
 
 from __future__ import annotations
@@ -57,8 +64,8 @@ __all__ = [
     "Verdict",
 ]
 
-SCHEMA_VERSION = "1.1"
-SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1")
+SCHEMA_VERSION = "1.2"
+SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2")
 
 Source = Literal["probed", "declared", "launcher", "client", "unknown"]
 Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]
@@ -103,6 +110,12 @@ class WorkloadInfo(_Model):
     exact_lengths: bool
     note: str | None = None
     salt: str | None = Field(None, description="Shared-prefix marker sent before every prompt, outside the hash.")
+    entries: int | None = Field(None, description="Schedulable entries: requests, or whole sessions for multi-turn.")
+    shapes: dict[str, int] | None = Field(None, description="Requests of the set per shape (or mix component).")
+    structured_output_form: str | None = Field(
+        None, description="How JSON Schema constraints were sent to this engine (response_format or its own field).")
+    tokenizer_check: dict[str, Any] | None = Field(
+        None, description="The first prompts counted by the server's /tokenize against the harness's tokenizer.")
 
 
 class ScheduleInfo(_Model):
@@ -324,6 +337,14 @@ class Results(_Model):
     server: ServerStats | None = None
     prefix_cache_usage: dict[str, float | int | None] | None = Field(
         None, description="Cached prompt tokens as usage reported them (prompt_tokens_details.cached_tokens).")
+    lengths: dict[str, Any] | None = Field(
+        None, description="Measured successful requests: input tokens target / realized by our tokenizer / by the "
+                          "server, output tokens target / realized, reasoning tokens apart.")
+    sessions: dict[str, Any] | None = Field(
+        None, description="Multi-turn: sessions and turns sent, completed, cut short; context tokens per turn.")
+    checks: dict[str, Any] | None = Field(
+        None, description="Answers checked against their request's JSON Schema or tools: counts per kind and result.")
+    shapes: dict[str, Any] | None = Field(None, description="Measured requests per shape: outcomes and TTFT p50.")
 
 
 class FileEntry(_Model):

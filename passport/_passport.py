@@ -60,13 +60,20 @@ def file_entries(folder: Path) -> dict[str, FileEntry]:
 
 
 def _context_needed(request_set: RequestSet) -> int | None:
-    """The longest request's prompt (client count) plus its output budget, in tokens."""
+    """The longest request's prompt (client count) plus its output budget, in tokens; a
+    session's last turn carries every earlier message and answer (at their budgets), so its
+    need is the session's whole sum."""
     table = request_set.table
     if not table.num_rows:
         return None
     prompt = table.column("input_tokens_client").to_pylist()
     output = table.column("output_tokens_target").to_pylist()
-    return max(int(p or 0) + int(o or 0) for p, o in zip(prompt, output))
+    sessions = table.column("session").to_pylist() if "session" in table.column_names else [None] * len(prompt)
+    need: dict[object, int] = {}
+    for i, (p, o, s) in enumerate(zip(prompt, output, sessions)):
+        key = ("session", s) if s is not None else i
+        need[key] = need.get(key, 0) + int(p or 0) + int(o or 0)
+    return max(need.values())
 
 
 def _int_value(value: SourcedValue | None) -> int | None:
@@ -105,6 +112,7 @@ def assemble_passport(
     prefix_cache: dict[str, Any] | None = None,
     canary_suite: dict[str, Any] | None = None,
     salt: str | None = None,
+    workload_extra: dict[str, Any] | None = None,
 ) -> Passport:
     """The passport of a finished (or stopped) run; results come from the files in `folder`."""
     results = compute_results(folder)
@@ -128,6 +136,7 @@ def assemble_passport(
         context_needed_tokens=_context_needed(request_set),
         context_capacity_tokens=_int_value(identity.get("capacity.context_per_sequence")),
         capacity_source=_via(identity.get("capacity.context_per_sequence")),
+        tokenizer_check=(workload_extra or {}).get("tokenizer_check"),
     )
     rules = evaluate(results, counts, facts, spec.validity, offered_and_achieved_rates(requests, discarded))
     verdict = verdict_of(rules, facts)
@@ -143,7 +152,7 @@ def assemble_passport(
         workload=WorkloadInfo(
             sha256=request_set.sha256, n_requests=len(request_set), seed=request_set.seed,
             tokenizer=request_set.tokenizer_source, tokenizer_sha256=request_set.tokenizer_sha256,
-            exact_lengths=request_set.exact_lengths, note=note, salt=salt,
+            exact_lengths=request_set.exact_lengths, note=note, salt=salt, **(workload_extra or {}),
         ),
         schedule=ScheduleInfo(
             sha256=schedule.sha256, pattern=str(spec.load), n_scheduled=schedule.table.num_rows,

@@ -17,6 +17,7 @@ import shutil
 import signal
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import numpy as np
 import orjson
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness import (
@@ -41,13 +43,16 @@ from harness import (
     PreparedRequest,
     ProgressSink,
     RepetitionResult,
+    ResponseExpectation,
     Runner,
     Schedule,
+    SessionTurn,
     TableWriter,
     TelemetrySampler,
     Timeouts,
     build_body,
     build_schedule,
+    structured_fields,
 )
 from passport._canary import UnderLoad, canary_counts, canary_info, load_declared_suite, run_canaries
 from passport._errors import SpecError
@@ -63,18 +68,24 @@ from passport._prefix_cache import apply_prefix_cache_policy
 from passport._probe import complete_identity, probe_endpoint
 from passport._spec import RunSpec
 from passport._telemetry import choose_sources
+from passport._tokenize_check import N_CHECKED, tokenizer_check
 from passport.declared import DECLARED_FILE, write_declared
-from workloads import LoadedTokenizer, RequestSet, load_tokenizer, materialize
+from workloads import LoadedTokenizer, RequestSet, data_url, entry_rows, load_tokenizer, materialize
 
 __all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
            "resolve_tokenizer", "plan_workload", "ENGINES_WITH_IGNORE_EOS"]
 
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
+# Decoding presets, as model cards publish them (Qwen3-2507 Instruct: 0.7 / 0.8 / 20; thinking
+# models: 1.0 / 0.95 / 20 with a presence penalty against repetition in long reasoning). Fields
+# set in `decoding` replace the preset's; `explicit` sends only what is declared.
 _PRESETS: dict[str, dict[str, Any]] = {
-    "instruct": {"temperature": 0.7},
-    "thinking": {"temperature": 1.0, "top_p": 0.95},
+    "instruct": {"temperature": 0.7, "top_p": 0.8, "top_k": 20},
+    "thinking": {"temperature": 1.0, "top_p": 0.95, "top_k": 20, "presence_penalty": 1.5},
     "explicit": {},
 }
+# Managed APIs speak OpenAI's parameters only: top_k is an open-engine extension they reject.
+_OPENAI_ONLY = ("top_k",)
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,9 @@ def request_params(spec: RunSpec, engine: str | None) -> tuple[dict[str, Any], b
     """(body fields sent with every request, whether max_tokens is the output *target*)."""
     d = spec.decoding
     params = dict(_PRESETS[d.preset])
-    for key in ("temperature", "top_p", "top_k", "seed"):
+    if engine is not None and engine.startswith("managed:"):
+        params = {k: v for k, v in params.items() if k not in _OPENAI_ONLY}
+    for key in ("temperature", "top_p", "top_k", "presence_penalty", "seed"):
         value = getattr(d, key)
         if value is not None:
             params[key] = value
@@ -133,7 +146,8 @@ def _salt(spec: RunSpec, run_id: str) -> str:
 def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, RequestSet]:
     """The schedule and the request set a run offers. Trace replay takes every record of the
     imported log and schedules them at its recorded times; other patterns size the set to the
-    schedule's pool."""
+    schedule's pool. The schedule's `request_index` counts entries (requests, or sessions'
+    first turns: see `workloads.entry_rows`)."""
     if spec.load.pattern == "trace":
         request_set = materialize(spec.workload, None, tokenizer, seed=spec.load.seed)
         names = request_set.table.column_names
@@ -154,17 +168,124 @@ def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> 
                         context_tokens_per_sequence=capacity, capacity_source=source)
 
 
-def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, full_text: bool) -> None:
+_SCHEDULE_EXTRAS = ("shape", "prefix_group", "session", "turn", "think_time_s", "images_json")
+
+
+def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, entries: np.ndarray,
+                    full_text: bool) -> int:
+    """schedule.parquet: every scheduled entry with its workload fields; a session's later turns
+    follow its first, with the session's seq and phase and no intended time (they are sent when
+    the previous answer is in). `request_index` is the row of the request set. Returns the
+    number of requests it lists."""
     wl = request_set.table
-    index = schedule.table.column("request_index")
-    fields = {name: pa.array(wl.column(name).take(index)) for name in
-              ("input_tokens_target", "input_tokens_client", "output_tokens_target")}
-    prompts = wl.column("prompt").take(index)
-    table = schedule.table
-    for name, column in fields.items():
-        table = table.append_column(name, column)
+    first = entries[schedule.table.column("request_index").to_numpy()]
+    ends = np.append(entries[1:], wl.num_rows)
+    lengths = (ends - entries)[schedule.table.column("request_index").to_numpy()]
+    rows = np.concatenate([np.arange(f, f + k) for f, k in zip(first.tolist(), lengths.tolist())]) \
+        if len(first) else np.zeros(0, np.int64)
+    repeat = np.repeat(np.arange(len(first)), lengths)
+    is_first = np.concatenate([[True] + [False] * (k - 1) for k in lengths.tolist()]).astype(bool) \
+        if len(first) else np.zeros(0, bool)
+    base = schedule.table.take(pa.array(repeat))
+    offsets = pc.if_else(pa.array(is_first), base.column("intended_offset_ns"), pa.scalar(None, pa.int64()))
+    table = pa.table({
+        "seq": base.column("seq"), "phase": base.column("phase"),
+        "intended_offset_ns": offsets,
+        "request_index": pa.array(rows, pa.int64()),
+    })
+    take = pa.array(rows, pa.int64())
+    names = ["input_tokens_target", "input_tokens_client", "output_tokens_target"] + [
+        n for n in _SCHEDULE_EXTRAS if n in wl.column_names]
+    for name in names:
+        table = table.append_column(name, wl.column(name).take(take))
+    prompts = wl.column("prompt").take(take)
     table = table.append_column("prompt", prompts if full_text else pa.nulls(len(prompts), pa.string()))
+    if "body_json" in wl.column_names and full_text:
+        table = table.append_column("body_json", wl.column("body_json").take(take))
     pq.write_table(table, folder / "schedule.parquet", compression="zstd")
+    return table.num_rows
+
+
+def _shape_counts(request_set: RequestSet) -> dict[str, int] | None:
+    """Requests of the set per shape (None for a plain workload without the column)."""
+    if "shape" not in request_set.table.column_names:
+        return None
+    return dict(sorted(Counter(str(x) for x in request_set.table.column("shape").to_pylist()).items()))
+
+
+def _user_content(prompt: str, images_json: str | None) -> str | list[dict[str, Any]]:
+    """The user message's content: the text, or text and images (PNG data URLs) as parts."""
+    if not images_json:
+        return prompt
+    parts: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
+    for width, height, seed in orjson.loads(images_json):
+        parts.append({"type": "image_url", "image_url": {"url": data_url(int(width), int(height), int(seed))}})
+    return parts
+
+
+def _expectation(body: dict[str, Any]) -> ResponseExpectation | None:
+    """What a request's body asks of the answer, for the after-the-fact check."""
+    form = body.get("response_format")
+    if isinstance(form, dict) and form.get("type") == "json_schema":
+        return ResponseExpectation("json_schema", schema=(form.get("json_schema") or {}).get("schema") or {})
+    if body.get("tools") and body.get("tool_choice") != "none":
+        choice = body.get("tool_choice")
+        named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
+        return ResponseExpectation("tool_call", tools=list(body["tools"]), tool=named)
+    return None
+
+
+def build_pool(spec: RunSpec, request_set: RequestSet, client: HttpClient, model_id: str, engine: str | None,
+               params: dict[str, Any], max_tokens_is_target: bool,
+               salt: str) -> tuple[list[PreparedRequest], str | None]:
+    """Every request of the set, prepared: (pool, the structured-output form used or None).
+
+    Structured-output and tool requests are sent without `ignore_eos` (the answer must be free to
+    end) and their max_tokens is a cap; their answers are checked after the fact."""
+    api = spec.endpoint.api
+    path = "/chat/completions" if api == "chat" else "/completions"
+    wl = request_set.table.to_pydict()
+    n = len(wl["prompt"])
+    none: list[Any] = [None] * n
+    bodies, groups = wl.get("body_json") or none, wl.get("prefix_group")
+    images, sessions, turns = wl.get("images_json") or none, wl.get("session") or none, wl.get("turn") or none
+    thinks, shapes = wl.get("think_time_s") or none, wl.get("shape") or none
+    form_used: str | None = None
+    session_turns = Counter(x for x in sessions if x is not None)
+    free_params = {k: v for k, v in params.items() if k != "ignore_eos"}
+    pool: list[PreparedRequest] = []
+    for i in range(n):
+        prompt = wl["prompt"][i]
+        if salt and (groups is None or groups[i] is not None):
+            prompt = f"{salt} {prompt}"
+        body = orjson.loads(bodies[i]) if bodies[i] else {}
+        expect = _expectation(body)
+        if expect is not None and expect.kind == "json_schema":
+            fields, form_used = structured_fields(expect.schema or {}, engine, api)
+            body = {k: v for k, v in body.items() if k != "response_format"} | fields
+        sent_params = free_params if expect is not None else params
+        is_target = max_tokens_is_target and expect is None
+        out = wl["output_tokens_target"][i]
+        message = {"role": "user", "content": _user_content(prompt, images[i])}
+        if images[i] or sessions[i] is not None:
+            body["messages"] = [message]
+        turn = None
+        if sessions[i] is not None:
+            last = i + 1 >= n or sessions[i + 1] != sessions[i]
+
+            def build(history: list[dict[str, Any]], body: dict[str, Any] = body, message: dict[str, Any] = message,
+                      prompt: str = prompt, out: int = out, sent: dict[str, Any] = sent_params) -> bytes:
+                return client.request_bytes(path, build_body(api, model_id, prompt, out, sent,
+                                                              body | {"messages": history + [message]}))
+            turn = SessionTurn(session=int(sessions[i]), turn=int(turns[i]), turns=session_turns[sessions[i]],
+                               next_index=-1 if last else i + 1,
+                               think_ns=int(round((thinks[i] or 0.0) * 1e9)), message=message, build=build)
+        pool.append(PreparedRequest(
+            request=client.request_bytes(path, build_body(api, model_id, prompt, out, sent_params, body or None)),
+            prompt=prompt, max_tokens=out, max_tokens_is_target=is_target,
+            input_tokens_target=wl["input_tokens_target"][i], input_tokens_client=wl["input_tokens_client"][i],
+            output_tokens_target=out, shape=shapes[i], expect=expect, turn=turn))
+    return pool, form_used
 
 
 async def _timed_phase(
@@ -180,6 +301,7 @@ async def _timed_phase(
     run_start_ns: int,
     under_load: UnderLoad | None,
     telemetry_sources: list[Any],
+    entries: list[int],
 ) -> tuple[list[RepetitionResult], str | None]:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
@@ -204,7 +326,7 @@ async def _timed_phase(
     count = tokenizer.tokenizer.encode if tokenizer.exact else None
     runner = Runner(client, spec.endpoint.api, spec.load, schedule, pool, requests_w, chunks_w, t0_ns, stop,
                     record_text=spec.record_text, count_tokens=(lambda s: len(count(s))) if count else None,
-                    progress=under_load if under_load is not None else progress)
+                    progress=under_load if under_load is not None else progress, entries=entries)
 
     engine_exit_seen: list[bool] = []
 
@@ -394,11 +516,12 @@ def execute(
 
         say("materializing the workload and the schedule")
         schedule, request_set = plan_workload(spec, tokenizer)
+        entries = entry_rows(request_set.table)
+        workload_extra: dict[str, Any] = {"entries": len(entries), "shapes": _shape_counts(request_set)}
         nothing_useful = False
         full_text = spec.record_text == "full"
-        _write_schedule(folder, schedule, request_set, full_text)
+        n_offered = _write_schedule(folder, schedule, request_set, entries, full_text)
         params, max_tokens_is_target = request_params(spec, engine)
-        path = "/chat/completions" if spec.endpoint.api == "chat" else "/completions"
         t = spec.timeouts
         timeouts = Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s)
         client = HttpClient(endpoint, timeouts,
@@ -432,25 +555,20 @@ def execute(
             # opened only for a run that will be timed: the sampler closes them when it ends
             telemetry_sources, telemetry_info = choose_sources(spec, engine, control, headers)
         say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
-        wl = request_set.table.to_pydict()
-        bodies = wl.get("body_json") or [None] * len(wl["prompt"])
-        salt = _salt(spec, run_id)
-        if salt:
-            wl["prompt"] = [f"{salt} {prompt}" for prompt in wl["prompt"]]
-        pool = [
-            PreparedRequest(
-                request=client.request_bytes(path, build_body(spec.endpoint.api, model_id, prompt, out, params,
-                                                              orjson.loads(body) if body else None)),
-                prompt=prompt, max_tokens=out, max_tokens_is_target=max_tokens_is_target,
-                input_tokens_target=target, input_tokens_client=realized, output_tokens_target=out,
-            )
-            for prompt, target, realized, out, body in zip(wl["prompt"], wl["input_tokens_target"],
-                                                           wl["input_tokens_client"], wl["output_tokens_target"],
-                                                           bodies)
-        ]
+        pool, structured_form = build_pool(spec, request_set, client, model_id, engine, params,
+                                           max_tokens_is_target, _salt(spec, run_id))
+        workload_extra["structured_output_form"] = structured_form
+        if request_set.exact_lengths:
+            with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
+                first = [(int(entries[k]), p.prompt, p.input_tokens_client)
+                         for k, p in enumerate(pool[int(e)] for e in entries[:N_CHECKED])]
+                workload_extra["tokenizer_check"] = tokenizer_check(control, engine, model_id, first)
+            check = workload_extra["tokenizer_check"]
+            say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
+                if check["checked"] else f"tokenizer check: {check['note']}")
         total = None
         if spec.load.open_loop or spec.load.measure.requests is not None:
-            total = schedule.table.num_rows * spec.load.repetitions
+            total = n_offered * spec.load.repetitions  # a session's turns count one by one
         sink = progress(total) if progress else None
         say(f"timed phase: {spec.load} x {spec.load.repetitions}")
         under_load = None
@@ -460,7 +578,7 @@ def execute(
                                    model_id, spec.endpoint.api, t0_ns, spec.canary_share, sink)
         repetitions, stop_reason = _run_loop(_timed_phase(
             spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns, under_load,
-            telemetry_sources))
+            telemetry_sources, entries.tolist()))
         if under_load is not None and suite is not None and canary_results is not None:
             canaries = canary_info(suite, canary_results, force, folder, under_load=under_load.results,
                                    share=spec.canary_share)
@@ -483,6 +601,7 @@ def execute(
         launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION), declared=declared,
         canary_counts=canary_counts(canary_results) if canary_results is not None else None,
         telemetry=telemetry_info, prefix_cache=prefix_cache, salt=_salt(spec, run_id) or None,
+        workload_extra=workload_extra,
         canary_suite=None if suite is None else {
             "suite": suite.suite, "version": suite.version, "sha256": suite.sha256, "source": suite.source,
             "cases": [{"id": c.id, "version": c.version, "kind": c.kind, "sha256": c.sha256} for c in suite.cases],

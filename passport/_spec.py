@@ -48,12 +48,15 @@ class EngineSpec(_Strict):
 
 
 class DecodingSpec(_Strict):
-    """Sampling and output-length policy sent with every request."""
+    """Sampling and output-length policy sent with every request: a preset (instruct: temperature
+    0.7, top_p 0.8, top_k 20; thinking: 1.0, 0.95, 20, presence_penalty 1.5; explicit: nothing)
+    with the fields declared here replacing its own."""
 
     preset: Literal["instruct", "thinking", "explicit"] = "instruct"
     temperature: float | None = Field(None, ge=0)
     top_p: float | None = Field(None, gt=0, le=1)
     top_k: int | None = Field(None, ge=1)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
     seed: int | None = Field(None, description="Sampling seed sent as `seed`.")
     ignore_eos: Literal["auto", True, False] = Field(
         "auto", description="auto: send ignore_eos where the engine honours it, making max_tokens the target."
@@ -189,6 +192,12 @@ class RunSpec(_Strict):
             raise ValueError(
                 "endpoint.base_url is required (or declare engine.launch, or pass --endpoint URL)"
             )
+        chat_only = self.workload.needs_chat()
+        if self.endpoint.api == "completions" and chat_only:
+            raise ValueError(f"workload {', '.join(chat_only)} need the chat API (messages); set endpoint.api: chat")
+        if self.load.pattern == "trace" and (self.workload.source is None or self.workload.mix is not None):
+            raise ValueError("load.pattern: trace replays an imported log's timestamps; set workload.source "
+                             "(not a mix)")
         return self
 
 

@@ -37,6 +37,7 @@ class RunFacts:
     context_needed_tokens: int | None = None
     context_capacity_tokens: int | None = None
     capacity_source: str | None = None
+    tokenizer_check: dict[str, Any] | None = None
 
 
 def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
@@ -68,8 +69,12 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[st
     }
     for kind in ("connect", "first_byte", "stall", "total"):
         counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
-    counts["schema_failures"] = None
-    counts["tool_failures"] = None
+    checked = object_column(requests, "check_result") if "check_result" in requests.column_names else None
+    kind = object_column(requests, "check") if checked is not None else None
+    for name, category, check_kind in (("schema_failures", "schema_failure", "json_schema"),
+                                       ("tool_failures", "tool_failure", "tool_call")):
+        asked = m & (kind == check_kind) if kind is not None else None
+        counts[name] = int((asked & (checked == category)).sum()) if asked is not None and asked.any() else None
     counts["wrong_answers"] = None
     return counts
 
@@ -205,6 +210,27 @@ def evaluate(results: dict[str, Any], counts: dict[str, int | None], facts: RunF
                        "input lengths exact under the model's tokenizer" if facts.exact_lengths
                        else "no tokenizer: input lengths are approximate (one token per word)",
                        "set workload.tokenizer to a tokenizer folder or gguf:<file>", soft=True))
+    check = facts.tokenizer_check
+    if check is not None and check.get("checked"):
+        disagree = len(check["disagreements"])
+        rules.append(_rule(
+            "server_tokenizer", disagree == 0, disagree, 0,
+            f"the server's /tokenize agreed on {check['agreed']} of {check['checked']} prompts"
+            + (f"; first disagreement: {check['disagreements'][0]}" if disagree else ""),
+            "the engine counts prompts differently from workload.tokenizer: point it at the served model's "
+            "tokenizer (gguf:<file> or its folder)", soft=True))
+    checks = results.get("checks") or {}
+    for kind, label in (("json_schema", "structured-output answers valid under their JSON Schema"),
+                        ("tool_call", "tool calls naming a declared tool with valid arguments")):
+        if kind in checks:
+            c = checks[kind]
+            failed = c["checked"] - c["passed"]
+            results_text = ", ".join(f"{k} {v}" for k, v in sorted(c["results"].items()))
+            rules.append(_rule(
+                f"checks_{kind}", failed == 0, failed, 0,
+                f"{c['passed']} of {c['checked']} {label} ({results_text})",
+                "the engine did not honour the constraint (or ran out of budget): see check_result and "
+                "check_reason in requests.parquet", soft=True))
     discard = results.get("discard")
     if discard is not None:
         gone = discard["discarded"]

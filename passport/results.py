@@ -37,6 +37,7 @@ from passport.metrics import (
 )
 from passport.server_stats import server_summary
 from passport.slo import requests_meeting, target_results
+from passport.traffic import traffic_results
 
 if TYPE_CHECKING:
     from passport._model import Passport
@@ -216,6 +217,7 @@ def compute_results(run_dir: Path) -> dict[str, Any]:
         "prefix_cache_usage": cache_usage,
         "slo": slo,
         "discard": discard if discard["rules"] else None,
+        **traffic_results(requests, measured, latencies),
     }
 
 

@@ -5,14 +5,33 @@ arrival times or metrics, and imports nothing else of ours.
 """
 
 from workloads._errors import TokenizerError, WorkloadError
+from workloads._formats import DEFAULT_SCHEMA, DEFAULT_TOOLS
+from workloads._images import data_url, png_bytes
 from workloads._import import ImportedRecord, ImportSpec, read_records
 from workloads._lengths import LengthDist
-from workloads._requestset import IMPORTED_SCHEMA, REQUEST_SET_SCHEMA, RequestSet, materialize, table_sha256
-from workloads._spec import WorkloadSpec
-from workloads._synthetic import synthesize_prompt
+from workloads._requestset import (
+    EXTENDED_SCHEMA,
+    IMPORTED_SCHEMA,
+    REQUEST_SET_SCHEMA,
+    RequestSet,
+    entry_rows,
+    materialize,
+    table_sha256,
+)
+from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_names
+from workloads._synthetic import corpus_text, synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
 
 __all__ = [
+    "DEFAULT_SCHEMA",
+    "DEFAULT_TOOLS",
+    "EXTENDED_SCHEMA",
+    "PRESETS_DIR",
+    "corpus_text",
+    "data_url",
+    "entry_rows",
+    "png_bytes",
+    "preset_names",
     "IMPORTED_SCHEMA",
     "ImportSpec",
     "ImportedRecord",

@@ -30,6 +30,7 @@ from workloads._errors import WorkloadError
 
 __all__ = ["ImportSpec", "ImportedRecord", "read_records"]
 
+_BUNDLED = Path(__file__).resolve().parent / "data"
 _BODY_FIELDS = ("messages", "prompt", "tools", "tool_choice", "response_format")
 
 
@@ -38,7 +39,8 @@ class ImportSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: str = Field(description="The file (JSONL for openai; JSON or JSONL for sharegpt).")
+    path: str = Field(description="The file (JSONL for openai; JSON or JSONL for sharegpt); "
+                                  "`bundled:NAME` is a file shipped in workloads/data/.")
     format: Literal["openai", "sharegpt"] = "openai"
     limit: int | None = Field(None, ge=1, description="Use at most this many records (from the start).")
 
@@ -137,7 +139,8 @@ def _objects(path: Path) -> Iterator[tuple[Any, str]]:
 
 def read_records(spec: ImportSpec, limit: int | None = None) -> Iterator[ImportedRecord]:
     """The usable records of the log, in file order, at most min(limit, spec.limit)."""
-    path = Path(spec.path).expanduser()
+    path = (_BUNDLED / spec.path.removeprefix("bundled:") if spec.path.startswith("bundled:")
+            else Path(spec.path).expanduser())
     if not path.is_file():
         raise WorkloadError(f"workload.source.path: {path} does not exist")
     cap = min(x for x in (limit, spec.limit) if x is not None) if (limit or spec.limit) else None

@@ -29,6 +29,8 @@ def main() -> None:
                         help="garble scripted replies that arrive while N or more other streams are active")
     parser.add_argument("--metrics-delay-s", type=float, default=0.0, help="answer GET /metrics this late")
     parser.add_argument("--slots", type=int, default=None, help="generate at most this many streams; queue the rest")
+    parser.add_argument("--ignore-formats", action="store_true",
+                        help="answer structured-output and tool requests with plain text (fields dropped)")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
     parser.add_argument("--stall-s", type=float, default=2.0)
     parser.add_argument("--drop-reused", action="store_true",
@@ -51,6 +53,7 @@ def main() -> None:
         drop_reused=args.drop_reused, slots=args.slots,
         script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
+        ignore_formats=args.ignore_formats,
     )
     context = None
     if args.tls_cert:

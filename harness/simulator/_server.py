@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import base64
+import math
 import ssl
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
@@ -13,6 +16,7 @@ import httptools
 import numpy as np
 import orjson
 
+from harness.simulator._formats import format_reply
 from harness.simulator._script import Reply, scripted_reply
 
 __all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
@@ -38,7 +42,11 @@ class SimConfig:
     scripted reply garbled (an engine whose answers degrade under load). GET /metrics answers
     in vLLM's metric names (so the sampler's normalization is tested end to end): requests
     running and waiting, KV usage = running / slots, token counters; `metrics_delay_s` makes
-    it slow.
+    it slow. Structured-output and tool requests get a minimal valid answer (see `_formats.py`)
+    unless `ignore_formats`. POST /tokenize (llama.cpp's `content` or vLLM's `prompt`) counts
+    whitespace-separated words, as prompt_tokens does; an image part (a PNG data URL) counts one
+    token per 28x28 patch of the size its header declares (as vision encoders charge), so a test
+    can tell that the image arrived whole.
     """
 
     ttft_ms: float = 20.0
@@ -60,6 +68,7 @@ class SimConfig:
     forget_history: bool = False
     garble_above: int | None = None
     metrics_delay_s: float = 0.0
+    ignore_formats: bool = False
 
 
 class _State:
@@ -113,6 +122,32 @@ def _scripted_delta(reply: Reply, i: int) -> dict[str, Any]:
                                 "function": {"name": call.get("name", ""), "arguments": ""}}]}
     piece = arguments[:half] if k == 1 else arguments[half:]
     return {"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}
+
+
+def _image_tokens(url: str) -> int:
+    """Patches of 28x28 in a PNG data URL's declared size (0 when it is not a readable PNG)."""
+    try:
+        png = base64.b64decode(url.split(",", 1)[1][:64])
+    except (ValueError, IndexError):
+        return 0
+    if png[:8] != b"\x89PNG\r\n\x1a\n" or len(png) < 24:
+        return 0
+    width, height = struct.unpack(">II", png[16:24])
+    return int(math.ceil(width / 28) * math.ceil(height / 28))
+
+
+def _message_tokens(message: dict[str, Any]) -> int:
+    """Words of a chat message's text, plus its images' patches."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return len(str(content or "").split())
+    total = 0
+    for part in content:
+        if isinstance(part, dict) and part.get("type") == "text":
+            total += len(str(part.get("text", "")).split())
+        elif isinstance(part, dict) and part.get("type") == "image_url":
+            total += _image_tokens(str((part.get("image_url") or {}).get("url", "")))
+    return total
 
 
 def _chunk(payload: bytes) -> bytes:
@@ -184,6 +219,15 @@ class _SimProtocol(asyncio.Protocol):
                 payload = {"object": "list", "data": [
                     {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}
                 self._write_simple(200, orjson.dumps(payload))
+            elif method == b"POST" and path == b"/tokenize":
+                try:
+                    req = orjson.loads(body)
+                    text = str(req.get("content", req.get("prompt", "")))
+                except (orjson.JSONDecodeError, AttributeError):
+                    self._write_simple(400, b'{"error":{"message":"invalid JSON body","code":400}}')
+                    return
+                n = len(text.split())
+                self._write_simple(200, orjson.dumps({"tokens": list(range(n)), "count": n}))
             elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
                 if self.served and self.state.config.drop_reused:
                     assert self.transport is not None
@@ -217,6 +261,8 @@ class _SimProtocol(asyncio.Protocol):
         if cfg.eos_after_tokens is not None and not req.get("ignore_eos") and cfg.eos_after_tokens < max_tokens:
             n_tokens, finish = cfg.eos_after_tokens, "stop"
         reply = scripted_reply(cfg.script, req, chat, cfg.forget_history) if cfg.script else None
+        if reply is None and not cfg.ignore_formats:
+            reply = format_reply(req)
         if reply is not None and cfg.garble_above is not None and state.active >= cfg.garble_above:
             reply = Reply(["garbled " for _ in reply.pieces], None)
         if reply is not None:
@@ -224,9 +270,8 @@ class _SimProtocol(asyncio.Protocol):
             n_tokens = min(max_tokens, n_reply)
             finish = "tool_calls" if reply.tool_call and n_reply <= max_tokens else (
                 "stop" if n_reply < max_tokens else "length")
-        prompt = req.get("prompt") if not chat else " ".join(
-            str(m.get("content", "")) for m in req.get("messages", []))
-        prompt_tokens = len(str(prompt).split())
+        prompt_tokens = (len(str(req.get("prompt", "")).split()) if not chat
+                         else sum(_message_tokens(m) for m in req.get("messages", []) if isinstance(m, dict)))
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
         assert self.transport is not None
         state.prompt_tokens += prompt_tokens

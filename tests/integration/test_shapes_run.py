@@ -1,0 +1,173 @@
+"""Each traffic shape end to end against the simulated engine: what went over the wire, what was
+recorded per request, and the figures the passport derives from it."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pandas as pd
+import pyarrow.parquet as pq
+
+from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.integration.test_faults import _spec
+
+WriteSpec = Callable[..., Path]
+
+
+def _run(write_spec: WriteSpec, tmp_path: Path, url: str, workload: dict[str, Any], load: dict[str, Any],
+         *args: str, **extra: Any) -> tuple[Path, dict[str, Any], pd.DataFrame]:
+    spec = write_spec(_spec(url, load, workload={"tokenizer": "none", **workload}, **extra))
+    out = tmp_path / "out"
+    done = run_cli("run", str(spec), "--out", str(out), "--quiet", *args)
+    run = only_run_dir(out)
+    assert done.returncode in (0, 1), done.stderr
+    assert run_cli("verify", str(run)).returncode == 0
+    return run, json.loads((run / "passport.json").read_text()), pq.read_table(run / "requests.parquet").to_pandas()
+
+
+def test_sessions_carry_the_real_answers_wait_their_think_time_and_record_context(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    workload = {"sessions": {"turns": 3, "think_time_s": 0.15}, "input_tokens": {"dist": "fixed", "value": 6},
+                "output_tokens": {"dist": "uniform", "low": 2, "high": 9}}
+    run, passport, df = _run(write_spec, tmp_path, url, workload,
+                             {"pattern": "poisson", "rate_per_s": 20, "measure": {"requests": 6},
+                              "warmup": {"requests": 0}})
+    assert len(df) == 18 and (df.outcome == "ok").all()
+    for _, turns in df.sort_values("turn").groupby("session"):
+        assert list(turns.turn) == [0, 1, 2] and (turns.session_turns == 3).all()
+        assert list(turns.context_messages) == [1, 3, 5]
+        # the simulator counts every word it was sent: earlier user turns plus the answers it gave
+        words = turns.prompt.str.split().str.len().tolist()
+        answers = turns.response_text.str.split().str.len().tolist()
+        assert turns.prompt_tokens.tolist() == [words[0], words[0] + answers[0] + words[1],
+                                                sum(words) + answers[0] + answers[1]]
+        gaps_s = (turns.sent_ns.to_numpy()[1:] - turns.end_ns.to_numpy()[:-1]) / 1e9
+        assert (gaps_s >= 0.15).all() and (gaps_s < 0.6).all()
+        assert (turns.intended_ns.to_numpy()[1:] - turns.end_ns.to_numpy()[:-1] == 150_000_000).all()
+    sessions = passport["results"]["sessions"]
+    assert sessions == {**sessions, "started": 6, "completed": 6, "cut_short": 0, "turns_sent": 18,
+                        "turns_planned": 18}
+    by_turn = sessions["context_tokens_by_turn"]
+    assert by_turn["0"]["p50"] < by_turn["1"]["p50"] < by_turn["2"]["p50"]
+    schedule = pq.read_table(run / "schedule.parquet").to_pandas()
+    assert len(schedule) == 18 and schedule.intended_offset_ns.isna().sum() == 12  # later turns: no set time
+    assert passport["protocol"]["workload"]["entries"] == 6
+
+
+def test_a_failed_turn_ends_its_session(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--fault", "http500:5")
+    workload = {"sessions": {"turns": 4}, "input_tokens": {"dist": "fixed", "value": 4},
+                "output_tokens": {"dist": "fixed", "value": 3}}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "closed", "concurrency": 1, "measure": {"requests": 5},
+                            "warmup": {"requests": 0}})
+    # one user, turns in order: requests 5, 10, 15 fail (turn 0 of session 1: k=5 is its 1st turn ...)
+    failed = df[df.outcome != "ok"]
+    assert len(failed) >= 2
+    for _, row in failed.iterrows():  # nothing of that session after its failed turn
+        later = df[(df.session == row.session) & (df.turn > row.turn)]
+        assert later.empty
+    sessions = passport["results"]["sessions"]
+    assert sessions["started"] == 5 and sessions["cut_short"] == len(failed)
+    assert sessions["turns_sent"] == len(df) < sessions["turns_planned"] == 20
+
+
+def test_structured_output_and_tool_answers_are_validated_per_request(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    workload = {"structured_output": {"share": 0.5}, "tools": {"share": 1.0},
+                "input_tokens": {"dist": "fixed", "value": 12}, "output_tokens": {"dist": "fixed", "value": 48}}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "closed", "concurrency": 2, "measure": {"requests": 30},
+                            "warmup": {"requests": 0}})
+    assert set(df.check) == {"json_schema", "tool_call"} and (df.check_result == "passed").all()
+    json_rows = df[df.check == "json_schema"]
+    assert json_rows.response_text.map(lambda t: set(json.loads(t)) == {"title", "year"}).all()
+    tool_rows = df[df.check == "tool_call"]
+    assert tool_rows.tool_calls.map(lambda t: json.loads(t)[0]["name"] == "get_weather").all()
+    assert not (df.max_tokens_is_target).any()  # the answer must be free to end: no ignore_eos, a cap
+    checks = passport["results"]["checks"]
+    assert checks["json_schema"]["checked"] == len(json_rows) and checks["tool_call"]["pass_rate"] == 1.0
+    counts = passport["validity"]["counts"]
+    assert counts["schema_failures"] == 0 and counts["tool_failures"] == 0
+    assert passport["protocol"]["workload"]["structured_output_form"] == "response_format json_schema"
+
+
+def test_an_engine_that_drops_the_constraints_is_caught(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--ignore-formats", "--eos-after-tokens", "4")
+    workload = {"mix": [{"name": "json", "weight": 1, "workload": {"structured_output": {}}},
+                        {"name": "agent", "weight": 1, "workload": {"tools": {}}}],
+                "input_tokens": {"dist": "fixed", "value": 8}}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "closed", "concurrency": 2, "measure": {"requests": 20},
+                            "warmup": {"requests": 0}})
+    assert (df.outcome == "ok").all()  # fast and well-formed: only the checks see the problem
+    assert set(df.check_result[df.check == "json_schema"]) == {"schema_failure"}
+    assert set(df.check_result[df.check == "tool_call"]) == {"tool_failure"}
+    assert df.check_reason[df.check == "tool_call"].str.contains("no tool call").all()
+    counts = passport["validity"]["counts"]
+    assert counts["schema_failures"] == int((df.check == "json_schema").sum()) > 0
+    assert counts["tool_failures"] == int((df.check == "tool_call").sum()) > 0
+    rules = {r["name"]: r for r in passport["validity"]["rules"]}
+    assert rules["checks_json_schema"]["status"] == "WARN" and rules["checks_tool_call"]["status"] == "WARN"
+    assert set(passport["results"]["shapes"]) == {"json", "agent"}
+    gate = run_cli("gate", str(only_run_dir(tmp_path / "out")), "--require", "validity.counts.schema_failures == 0")
+    assert gate.returncode != 0
+
+
+def test_images_arrive_whole_at_their_declared_sizes(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    workload = {"images": {"count": 2, "sizes": ["64x48", "100x30"]}, "input_tokens": {"dist": "fixed", "value": 5},
+                "output_tokens": {"dist": "fixed", "value": 3}}
+    run, _, df = _run(write_spec, tmp_path, url, workload,
+                      {"pattern": "closed", "concurrency": 2, "measure": {"requests": 12}, "warmup": {"requests": 0}})
+    schedule = pq.read_table(run / "schedule.parquet").to_pandas().set_index("request_index")
+    for _, row in df.iterrows():
+        images = orjson.loads(schedule.images_json[row.request_index])
+        patches = sum(math.ceil(w / 28) * math.ceil(h / 28) for w, h, _ in images)
+        assert row.prompt_tokens == len(row.prompt.split()) + patches  # the simulator read both PNG headers
+    assert set(df["shape"]) == {"images"}
+
+
+def test_the_server_tokenizer_is_cross_checked_and_a_disagreement_recorded(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, gguf_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")  # its /tokenize counts words, not Gemma tokens
+    workload = {"tokenizer": f"gguf:{gguf_path}", "text": "corpus", "input_tokens": {"dist": "fixed", "value": 400},
+                "output_tokens": {"dist": "fixed", "value": 3}}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "closed", "concurrency": 1, "measure": {"requests": 10},
+                            "warmup": {"requests": 0}})
+    assert (df.input_tokens_client == 400).all()
+    check = passport["protocol"]["workload"]["tokenizer_check"]
+    assert check["checked"] == 8 and check["agreed"] == 0 and len(check["disagreements"]) == 8
+    first = check["disagreements"][0]
+    assert first["client_tokens"] == 400 and first["server_tokens"] == len(df.prompt[0].split())
+    rules = {r["name"]: r for r in passport["validity"]["rules"]}
+    assert rules["server_tokenizer"]["status"] == "WARN"
+    assert passport["results"]["lengths"]["input_tokens"]["client"]["p50"] == 400
+
+
+def test_the_own_traffic_preset_replays_its_log_and_checks_its_constraints(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    _, passport, df = _run(write_spec, tmp_path, url, {"preset": "own-traffic"},
+                           {"pattern": "trace", "time_scale": 4.0, "warmup": {"requests": 0},
+                            "measure": {"requests": 24}})
+    assert len(df) == 24 and (df.outcome == "ok").all()
+    assert set(df.check.dropna()) == {"json_schema", "tool_call"}
+    assert (df.check_result.dropna() == "passed").all()
+    assert passport["results"]["checks"]["json_schema"]["checked"] == 3

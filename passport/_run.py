@@ -203,7 +203,7 @@ def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, e
     if "body_json" in wl.column_names and full_text:
         table = table.append_column("body_json", wl.column("body_json").take(take))
     pq.write_table(table, folder / "schedule.parquet", compression="zstd")
-    return table.num_rows
+    return int(table.num_rows)
 
 
 def _shape_counts(request_set: RequestSet) -> dict[str, int] | None:

@@ -69,12 +69,13 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[st
     }
     for kind in ("connect", "first_byte", "stall", "total"):
         counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
-    checked = object_column(requests, "check_result") if "check_result" in requests.column_names else None
-    kind = object_column(requests, "check") if checked is not None else None
+    has_checks = "check_result" in requests.column_names
+    checked = object_column(requests, "check_result") if has_checks else np.full(len(m), None, dtype=object)
+    asked_kind = object_column(requests, "check") if has_checks else np.full(len(m), None, dtype=object)
     for name, category, check_kind in (("schema_failures", "schema_failure", "json_schema"),
                                        ("tool_failures", "tool_failure", "tool_call")):
-        asked = m & (kind == check_kind) if kind is not None else None
-        counts[name] = int((asked & (checked == category)).sum()) if asked is not None and asked.any() else None
+        asked = m & (asked_kind == check_kind)
+        counts[name] = int((asked & (checked == category)).sum()) if asked.any() else None
     counts["wrong_answers"] = None
     return counts
 

@@ -26,7 +26,9 @@ def check_json(content: str, finish_reason: str | None, schema: dict[str, Any]) 
     try:
         value = json.loads(content)
     except json.JSONDecodeError as exc:
-        category = "truncation" if finish_reason == "length" else "schema_failure"
+        # cut by the budget only if JSON had begun: prose that ran to the limit ignored the constraint
+        began = content.lstrip()[:1] in ("{", "[")
+        category = "truncation" if finish_reason == "length" and began else "schema_failure"
         return category, (f"output is not JSON ({exc.msg} at {exc.pos}); the engine did not honour the "
                           "constraint it was sent" if category == "schema_failure" else
                           f"output is not JSON ({exc.msg} at {exc.pos}): the output budget ran out first")

@@ -79,16 +79,17 @@ def build_body(
     imported: dict[str, Any] | None = None,
 ) -> bytes:
     """The JSON body of one streamed request; `params` (decoding, extras) are merged last.
-    `imported`: a logged request's own messages or prompt, tools, tool_choice and response_format."""
+    `imported`: the request's own fields: messages or prompt, tools, tool_choice, response_format
+    or an engine's structured-output field (a logged request's, or a traffic shape's)."""
     body: dict[str, Any] = {"model": model}
     imported = imported or {}
     if api == "chat":
         body["messages"] = imported.get("messages") or [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = imported.get("prompt") or prompt
-    for key in ("tools", "tool_choice", "response_format"):
-        if key in imported:
-            body[key] = imported[key]
+    for key, value in imported.items():  # tools, tool_choice, response_format, an engine's own field
+        if key not in ("messages", "prompt"):
+            body[key] = value
     body["max_tokens"] = max_tokens
     body["stream"] = True
     body["stream_options"] = {"include_usage": True}

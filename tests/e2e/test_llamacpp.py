@@ -175,8 +175,8 @@ def test_identity_capacity_telemetry_and_a_cold_prefix_cache_on_the_real_engine(
 def test_shared_prefixes_hit_the_prompt_cache_when_warm_and_not_when_cold(
     gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
 ) -> None:
-    workload = {"tokenizer": "auto", "input_tokens": {"dist": "fixed", "value": 16},
-                "output_tokens": {"dist": "fixed", "value": 4},
+    # the bundled preset's suffixes (32-128 tokens), two prefixes of 192, short answers
+    workload = {"preset": "shared-prefix", "tokenizer": "auto", "output_tokens": {"dist": "fixed", "value": 4},
                 "shared_prefix": {"groups": 2, "prefix_tokens": 192, "salt": "none"}}
     rates = {}
     for policy in ("warm", "cold"):
@@ -192,5 +192,58 @@ def test_shared_prefixes_hit_the_prompt_cache_when_warm_and_not_when_cold(
         assert result.returncode == 0, result.stdout + result.stderr
         passport = json.loads((only_run_dir(out) / "passport.json").read_text())
         rates[policy] = passport["results"]["server"]["prefix_cache_hit_rate"]
-    # 192 of 210 prompt tokens are one of two prefixes: a warm cache serves most of them
+    # 192 of 225-320 prompt tokens are one of two prefixes: a warm cache serves most of them
     assert rates["warm"] > 0.5 and rates["cold"] == 0.0, rates
+
+
+def test_multi_turn_preset_carries_the_real_answers_on_the_real_engine(
+    gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    spec = {**_spec(gguf_path, "chat"), "name": "e2e-multi-turn",
+            "engine": {"launch": LAUNCH.replace("-c 2048", "-c 8192"), "model_path": str(gguf_path)},
+            "workload": {"preset": "multi-turn", "tokenizer": "auto", "sessions": {"turns": 3, "think_time_s": 0.2},
+                         "output_tokens": {"dist": "fixed", "value": 16}},
+            "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 0}, "measure": {"requests": 4}}}
+    result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(requests) == 12 and (requests.outcome == "ok").all()
+    for _, turns in requests.sort_values("turn").groupby("session"):
+        prompt, answer = turns.prompt_tokens.to_numpy(), turns.completion_tokens.to_numpy()
+        message = turns.input_tokens_client.to_numpy()
+        # each turn's prompt holds the previous prompt, the engine's answer and the new message
+        assert (prompt[1:] >= prompt[:-1] + answer[:-1] + message[1:]).all(), turns
+        # our count of the messages equals the server's, less the template's own tokens
+        overhead = prompt - turns.context_tokens_client.to_numpy()
+        assert (overhead > 0).all() and (overhead < 40 * turns.context_messages.to_numpy()).all()
+        assert ((turns.sent_ns.to_numpy()[1:] - turns.end_ns.to_numpy()[:-1]) >= 200_000_000).all()
+    assert passport["results"]["sessions"]["completed"] == 4
+    check = passport["protocol"]["workload"]["tokenizer_check"]
+    assert check["checked"] == 4 and check["agreed"] == 4  # /tokenize counts as the GGUF tokenizer does
+    assert run_cli("verify", str(run)).returncode == 0
+
+
+@pytest.mark.parametrize("api, form", [("chat", "response_format json_schema"),
+                                       ("completions", "json_schema (llama.cpp)")])
+def test_structured_output_preset_gives_schema_valid_json_on_the_real_engine(
+    api: str, form: str, gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    spec = {**_spec(gguf_path, api), "name": f"e2e-structured-{api}",
+            "workload": {"preset": "structured-output", "tokenizer": "auto",
+                         "input_tokens": {"dist": "fixed", "value": 48}},
+            "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 0}, "measure": {"requests": 6}},
+            "validity": LENIENT_CLIENT}
+    result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert passport["protocol"]["workload"]["structured_output_form"] == form
+    assert (requests.check == "json_schema").all()
+    # the grammar makes every answer that ended by itself valid; one cut by the budget is a truncation
+    ended = requests.finish_reason == "stop"
+    assert ended.sum() >= 3 and (requests.check_result[ended] == "passed").all()
+    assert set(requests.check_result) <= {"passed", "truncation"}
+    assert passport["validity"]["counts"]["schema_failures"] == 0

@@ -25,6 +25,13 @@ def test_build_body_asks_for_streamed_usage_and_merges_params_last() -> None:
     assert orjson.loads(build_body("completions", "m", "hi", 8, {}))["prompt"] == "hi"
 
 
+def test_build_body_sends_a_request_s_own_fields_including_an_engine_s_structured_field() -> None:
+    own = {"prompt": "logged", "json_schema": {"type": "object"}, "tools": [], "tool_choice": "auto"}
+    body = orjson.loads(build_body("completions", "m", "synthetic", 8, {"temperature": 0.0}, own))
+    assert body["prompt"] == "logged" and body["json_schema"] == {"type": "object"}
+    assert body["tools"] == [] and body["tool_choice"] == "auto" and "messages" not in body
+
+
 def test_ttft_any_skips_role_only_and_empty_chunks() -> None:
     s = summarize(_parser(_chat({"role": "assistant", "content": None}), _chat({"content": ""}),
                           _chat({"content": "Hi"}), _chat({}, "stop"),

@@ -9,13 +9,17 @@ carry.
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
+import orjson
+import yaml
 
 from passport._run import plan_workload, resolve_tokenizer
 from passport._spec import RunSpec
-from workloads import load_tokenizer
+from workloads import PRESETS_DIR, RequestSet, entry_rows, load_tokenizer, preset_names
 
-__all__ = ["workload_summary"]
+__all__ = ["workload_summary", "preset_lines"]
 
 _BAR = 40
 
@@ -38,6 +42,51 @@ def _histogram(values: np.ndarray, label: str, bins: int = 10) -> list[str]:
     return lines
 
 
+def preset_lines() -> list[str]:
+    """One line per bundled preset: its name and description."""
+    lines = []
+    for name in preset_names():
+        data = yaml.safe_load((PRESETS_DIR / f"{name}.yaml").read_text()) or {}
+        lines.append(f"{name:<18} {data.get('description', '')}")
+    return lines
+
+
+def _shape_lines(request_set: RequestSet, n_entries: int) -> list[str]:
+    """Shares of each shape, and the structure of sessions, constraints and images."""
+    table = request_set.table
+    if "shape" not in table.column_names:
+        return []
+    n = table.num_rows
+    counts = Counter(str(x) for x in table.column("shape").to_pylist())
+    lines = [f"entries: {n_entries} (a session counts once), requests: {n}",
+             "shapes: " + ", ".join(f"{k} {v} ({v / n:.0%})" for k, v in sorted(counts.items()))]
+    sessions = [s for s in table.column("session").to_pylist() if s is not None]
+    if sessions:
+        turns = np.array(list(Counter(sessions).values()), dtype=float)
+        lines += _histogram(turns, f"turns per session ({len(turns)} sessions)")
+        think = np.array([t for t, k in zip(table.column("think_time_s").to_pylist(), table.column("turn").to_pylist())
+                          if k], dtype=float)
+        if len(think):
+            lines.append(f"think time before a later turn: mean {think.mean():.2f} s, p50 {np.median(think):.2f} s, "
+                         f"max {think.max():.2f} s")
+    bodies = [orjson.loads(b) for b in table.column("body_json").to_pylist() if b]
+    structured = sum("response_format" in b for b in bodies)
+    tools = [b for b in bodies if "tools" in b]
+    if structured:
+        lines.append(f"structured output: {structured} requests ({structured / n:.0%}) carry a JSON Schema")
+    if tools:
+        names = sorted({t.get("function", {}).get("name") for b in tools for t in b["tools"]})
+        choices = Counter(str(b.get("tool_choice")) for b in tools)
+        lines.append(f"tools: {len(tools)} requests ({len(tools) / n:.0%}) carry {', '.join(names)}; "
+                     f"tool_choice {dict(choices)}")
+    images = [orjson.loads(x) for x in table.column("images_json").to_pylist() if x]
+    if images:
+        sizes = Counter(f"{w}x{h}" for per in images for w, h, _ in per)
+        lines.append(f"images: {len(images)} requests ({len(images) / n:.0%}), {sum(sizes.values())} images: "
+                     + ", ".join(f"{k} x{v}" for k, v in sorted(sizes.items())))
+    return lines
+
+
 def workload_summary(spec: RunSpec) -> list[str]:
     """The summary as text lines (see the module docstring)."""
     source, note = resolve_tokenizer(spec, {})
@@ -51,6 +100,11 @@ def workload_summary(spec: RunSpec) -> list[str]:
         f"schedule: {spec.load}, {schedule.table.num_rows} scheduled per repetition ({schedule.n_warmup} warm-up), "
         f"x {spec.load.repetitions} repetitions, sha256 {schedule.sha256}",
     ]
+    lines += _shape_lines(request_set, len(entry_rows(table)))
+    if spec.workload.mix:
+        total = sum(c.weight for c in spec.workload.mix)
+        lines.append("mix: " + ", ".join(f"{c.name} weight {c.weight:g} ({c.weight / total:.0%} of entries)"
+                                         for c in spec.workload.mix))
     shared = spec.workload.shared_prefix
     if shared is not None:
         lines.append(f"shared prefixes: {shared.groups} groups of {shared.prefix_tokens} tokens, salt {shared.salt} "

@@ -109,9 +109,12 @@ def _parser() -> argparse.ArgumentParser:
         "workload", help="summarize what a spec will offer (counts, length histograms, hashes); sends nothing",
         description="Materialize the spec's workload and schedule exactly as `passport run` would and print a "
                     "summary: distinct requests, scheduled arrivals, target and realized length histograms, "
-                    "inter-arrival gaps, and the hashes the passport will carry. Nothing is sent.",
+                    "inter-arrival gaps, the shares of each traffic shape (sessions, structured output, tools, "
+                    "images, mix components), and the hashes the passport will carry. Nothing is sent. "
+                    "`--presets` lists the bundled workload presets (`workload: {preset: NAME}` in a spec).",
     )
-    workload.add_argument("spec", type=Path, help="the run spec (YAML)")
+    workload.add_argument("spec", type=Path, nargs="?", help="the run spec (YAML)")
+    workload.add_argument("--presets", action="store_true", help="list the bundled workload presets and exit")
     probe = sub.add_parser(
         "probe", help="print what an endpoint tells about itself: engine, model, precision, capacity, cache",
         description="Probe an OpenAI-compatible endpoint (no timing): detect the engine, read every identity and "
@@ -323,8 +326,15 @@ def _cmd_canary(args: argparse.Namespace) -> int:
 
 def _cmd_workload(args: argparse.Namespace) -> int:
     from passport._spec import load_spec
-    from passport._workload_cmd import workload_summary
+    from passport._workload_cmd import preset_lines, workload_summary
 
+    if args.presets:
+        print("\n".join(preset_lines()))
+        return 0
+    if args.spec is None:
+        print("ERROR: give a spec (passport workload SPEC), or --presets to list the bundled presets",
+              file=sys.stderr)
+        return 2
     spec, _ = load_spec(args.spec)
     for line in workload_summary(spec):
         print(line)

@@ -40,3 +40,32 @@ def test_the_summary_names_the_hashes_the_run_then_carries_and_schedules_are_byt
         assert passport["protocol"]["schedule"]["sha256"] == schedule_sha
         digests.append(hashlib.sha256((run / "schedule.parquet").read_bytes()).hexdigest())
     assert digests[0] == digests[1]  # same spec, seed and tokenizer: the same bytes
+
+
+def test_the_summary_shows_the_shares_of_each_shape_and_the_presets_are_listed(write_spec: WriteSpec) -> None:
+    mix = {"tokenizer": "none", "mix": [
+        {"name": "chat", "weight": 2, "workload": {"input_tokens": {"dist": "fixed", "value": 8}}},
+        {"name": "conv", "weight": 1, "workload": {"sessions": {"turns": 3, "think_time_s": 0.5}}},
+        {"name": "json", "weight": 1, "workload": {"structured_output": {}}},
+        {"name": "agent", "weight": 1, "workload": {"tools": {"tool_choice": "auto"}}},
+        {"name": "vision", "weight": 1, "workload": {"images": {"sizes": ["64x32"], "count": 2}}}]}
+    spec = write_spec(_spec("http://127.0.0.1:9/v1", {**LOAD, "measure": {"requests": 60}, "warmup": {"requests": 0}},
+                            workload=mix))
+    summary = run_cli("workload", str(spec))
+    assert summary.returncode == 0, summary.stderr
+    out = summary.stdout
+    shapes = next(line for line in out.splitlines() if line.startswith("shapes: "))
+    counts = {part.split()[0]: int(part.split()[1]) for part in shapes.removeprefix("shapes: ").split(", ")}
+    entries = 60
+    sessions = counts["conv"] // 3
+    assert sum(counts.values()) - counts["conv"] + sessions == entries  # a session is one entry of three turns
+    assert f"entries: {entries} (a session counts once), requests: {sum(counts.values())}" in out
+    assert f"turns per session ({sessions} sessions): all {sessions} = 3" in out
+    assert f"structured output: {counts['json']} requests" in out
+    assert f"tools: {counts['agent']} requests" in out and "tool_choice {'auto'" in out
+    assert f"images: {counts['vision']} requests" in out and f"64x32 x{2 * counts['vision']}" in out
+    assert "mix: chat weight 2 (33% of entries)" in out
+    presets = run_cli("workload", "--presets")
+    assert presets.returncode == 0 and presets.stdout.splitlines()[0].startswith("chat ")
+    assert "multi-turn" in presets.stdout and "structured-output" in presets.stdout
+    assert run_cli("workload").returncode == 2  # neither a spec nor --presets

@@ -11,6 +11,7 @@ passport keeps seconds. Both files render the same blocks (`passport._doc`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -164,6 +165,48 @@ def _results_blocks(p: Passport) -> list[Block]:
     return blocks
 
 
+def _dist_cells(d: dict[str, Any] | None) -> list[str]:
+    if not d:
+        return ["—"] * 5
+    return [str(d["n"]), f"{d['mean']:.1f}", f"{d['p50']:g}", f"{d['p99']:g}", f"{d['max']:g}"]
+
+
+def _traffic_blocks(p: Passport) -> list[Block]:
+    """What was offered and answered: lengths target vs realized, shapes, sessions, checks."""
+    r = p.results
+    blocks: list[Block] = []
+    if r.lengths:
+        li, lo = r.lengths["input_tokens"], r.lengths["output_tokens"]
+        rows = [["input, target", *_dist_cells(li["target"])], ["input, our tokenizer", *_dist_cells(li["client"])],
+                ["input, server (single requests)", *_dist_cells(li["server"])],
+                ["output, target", *_dist_cells(lo["target"])], ["output, realized", *_dist_cells(lo["realized"])]]
+        if r.lengths.get("reasoning_tokens"):
+            rows.append(["reasoning (apart from output text)", *_dist_cells(r.lengths["reasoning_tokens"])])
+        blocks += [Heading("Lengths (tokens)"), Table(["", "n", "mean", "p50", "p99", "max"], rows)]
+        if lo.get("met_target_share") is not None:
+            blocks.append(Para(f"Requests whose max_tokens was the target (ignore_eos) that reached it: "
+                               f"{lo['met_target_share']:.1%}."))
+    if r.shapes:
+        blocks += [Heading("Traffic shapes"),
+                   Table(["shape", "requests", "outcomes", "TTFT p50 (ms)", "E2E p50 (ms)"],
+                         [[f"`{k}`", str(v["requests"]), ", ".join(f"{o} {n}" for o, n in v["outcomes"].items()),
+                           ms(v["ttft_p50_s"]), ms(v["e2e_p50_s"])] for k, v in r.shapes.items()])]
+    if r.sessions:
+        s = r.sessions
+        blocks += [Heading("Sessions (multi-turn)"),
+                   Para(f"{s['started']} sessions started, {s['completed']} completed, {s['cut_short']} cut short by "
+                        f"a failed turn; {s['turns_sent']} of {s['turns_planned']} planned turns sent."),
+                   Table(["turn", "n", "context p50 (tokens)", "context max"],
+                         [[t, str(v["n"]), f"{v['p50']:g}", f"{v['max']:g}"]
+                          for t, v in s["context_tokens_by_turn"].items()])]
+    if r.checks:
+        blocks += [Heading("Answer checks"),
+                   Table(["check", "requests", "checked", "passed", "results"],
+                         [[f"`{k}`", str(v["requests"]), str(v["checked"]), str(v["passed"]),
+                           ", ".join(f"{a} {n}" for a, n in v["results"].items())] for k, v in r.checks.items()])]
+    return blocks
+
+
 def _validity_blocks(p: Passport) -> list[Block]:
     blocks: list[Block] = [
         Heading("Validity"), Para(f"Result is: {p.verdict}"),
@@ -210,6 +253,14 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
         f"overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
     ]
+    w = pr.workload
+    if w.shapes:
+        items.append(f"traffic: {w.entries} entries; " + ", ".join(f"{k} {v}" for k, v in w.shapes.items())
+                     + (f"; JSON Schema sent as {w.structured_output_form}" if w.structured_output_form else ""))
+    if w.tokenizer_check is not None:
+        tc = w.tokenizer_check
+        items.append(f"server tokenizer check: {tc['agreed']} of {tc['checked']} prompts counted alike"
+                     if tc["checked"] else f"server tokenizer check: {tc.get('note')}")
     if pr.declared is not None:
         items.append(f"declared before the first timed request ({pr.declared.file}, {pr.declared.written_utc}, "
                      f"sha256 `{pr.declared.sha256[:16]}…`): SLO `{pr.effective.get('slo') or {}}`, discard rules "
@@ -247,6 +298,7 @@ def run_report_blocks(p: Passport, folder: Path) -> list[Block]:
     found = caveats(p)
     blocks += [Heading("Caveats"), Bullets(found, kind="caveats") if found else Para("None.")]
     blocks += _results_blocks(p)
+    blocks += _traffic_blocks(p)
     blocks += _plot_blocks(p, folder)
     blocks += _validity_blocks(p)
     blocks += [Heading("Identity"),

@@ -59,6 +59,8 @@ def test_sessions_carry_the_real_answers_wait_their_think_time_and_record_contex
     schedule = pq.read_table(run / "schedule.parquet").to_pandas()
     assert len(schedule) == 18 and schedule.intended_offset_ns.isna().sum() == 12  # later turns: no set time
     assert passport["protocol"]["workload"]["entries"] == 6
+    report = (run / "report.md").read_text()
+    assert "## Sessions (multi-turn)" in report and "6 sessions started, 6 completed" in report
 
 
 def test_a_failed_turn_ends_its_session(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
@@ -121,6 +123,8 @@ def test_an_engine_that_drops_the_constraints_is_caught(
     rules = {r["name"]: r for r in passport["validity"]["rules"]}
     assert rules["checks_json_schema"]["status"] == "WARN" and rules["checks_tool_call"]["status"] == "WARN"
     assert set(passport["results"]["shapes"]) == {"json", "agent"}
+    report = (only_run_dir(tmp_path / "out") / "report.md").read_text()
+    assert "## Answer checks" in report and "| `tool_call` |" in report and "## Traffic shapes" in report
     gate = run_cli("gate", str(only_run_dir(tmp_path / "out")), "--require", "validity.counts.schema_failures == 0")
     assert gate.returncode != 0
 

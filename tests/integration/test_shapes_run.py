@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
+from workloads import load_tokenizer
 
 WriteSpec = Callable[..., Path]
 
@@ -175,3 +176,24 @@ def test_the_own_traffic_preset_replays_its_log_and_checks_its_constraints(
     assert set(df.check.dropna()) == {"json_schema", "tool_call"}
     assert (df.check_result.dropna() == "passed").all()
     assert passport["results"]["checks"]["json_schema"]["checked"] == 3
+
+
+def test_the_thinking_preset_is_sent_and_reasoning_tokens_are_counted_apart(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, gguf_path: Path
+) -> None:
+    thought = "First I weigh the question carefully, then I settle on an answer."
+    script = tmp_path / "script.yaml"
+    script.write_text(json.dumps([{"match": "", "reasoning": thought, "reply": "The answer is four."}]))
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--script", str(script))
+    workload = {"tokenizer": f"gguf:{gguf_path}", "input_tokens": {"dist": "fixed", "value": 16},
+                "output_tokens": {"dist": "fixed", "value": 64}}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "closed", "concurrency": 2, "measure": {"requests": 6},
+                            "warmup": {"requests": 0}}, decoding={"preset": "thinking", "ignore_eos": False})
+    assert passport["protocol"]["request_params"] == {"temperature": 1.0, "top_p": 0.95, "top_k": 20,
+                                                      "presence_penalty": 1.5}
+    expected = len(load_tokenizer(f"gguf:{gguf_path}").tokenizer.encode(thought))
+    assert (df.reasoning_text == thought).all() and (df.response_text == "The answer is four.").all()
+    assert (df.reasoning_tokens_client == expected).all()
+    reasoning = passport["results"]["lengths"]["reasoning_tokens"]
+    assert reasoning["n"] == 6 and reasoning["p50"] == expected

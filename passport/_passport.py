@@ -145,6 +145,10 @@ def assemble_passport(
     if pool_cycles:
         cycle_note = f"closed loop cycled the {schedule.pool_size}-request pool {pool_cycles} time(s): prompts repeat"
         note = f"{note}; {cycle_note}" if note else cycle_note
+    elif spec.load.open_loop and schedule.table.num_rows > schedule.pool_size:
+        cycle_note = (f"the schedule's {schedule.table.num_rows} arrivals cycle the {schedule.pool_size} distinct "
+                      "requests (a log shorter than the schedule): prompts repeat")
+        note = f"{note}; {cycle_note}" if note else cycle_note
     protocol = Protocol(
         spec=raw_spec,
         effective=spec.model_dump(mode="json"),

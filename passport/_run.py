@@ -146,8 +146,9 @@ def _salt(spec: RunSpec, run_id: str) -> str:
 def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, RequestSet]:
     """The schedule and the request set a run offers. Trace replay takes every record of the
     imported log and schedules them at its recorded times; other patterns size the set to the
-    schedule's pool. The schedule's `request_index` counts entries (requests, or sessions'
-    first turns: see `workloads.entry_rows`)."""
+    schedule's pool (a log with fewer records is cycled in order; the passport notes it). The
+    schedule's `request_index` counts entries (requests, or sessions' first turns: see
+    `workloads.entry_rows`)."""
     if spec.load.pattern == "trace":
         request_set = materialize(spec.workload, None, tokenizer, seed=spec.load.seed)
         names = request_set.table.column_names
@@ -155,7 +156,11 @@ def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, 
                   if "timestamp_s" in names else None)
         return build_schedule(spec.load, None, timestamps_s=stamps), request_set
     schedule = build_schedule(spec.load, spec.workload.requests)
-    return schedule, materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
+    request_set = materialize(spec.workload, schedule.pool_size, tokenizer, seed=spec.load.seed)
+    n_entries = len(entry_rows(request_set.table))
+    if n_entries < schedule.pool_size:  # an imported log shorter than the schedule: cycled in order
+        schedule = build_schedule(spec.load, n_entries)
+    return schedule, request_set
 
 
 def _declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> DeclaredInfo:

@@ -286,7 +286,8 @@ def _extended(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int,
 
 def _mixed(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) -> pa.Table:
     """`n` entries drawn from the mix by weight (seeded), each component materialized with its
-    own seed, interleaved in draw order; sessions stay contiguous and are renumbered."""
+    own seed, interleaved in draw order; sessions stay contiguous and are renumbered. An
+    imported component with fewer records than its draws repeats them in order."""
     assert spec.mix is not None
     weights = np.array([c.weight for c in spec.mix], dtype=np.float64)
     picks = np.random.default_rng(np.random.SeedSequence([seed, 1 << 20])).choice(
@@ -308,7 +309,7 @@ def _mixed(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) ->
     cursor = [0] * len(spec.mix)
     for entry, index in enumerate(picks.tolist()):
         rows = starts[index]
-        k = cursor[index]
+        k = cursor[index] % len(rows)  # a component's log shorter than its share is cycled in order
         cursor[index] += 1
         end = int(rows[k + 1]) if k + 1 < len(rows) else parts[index].num_rows
         piece = parts[index].slice(int(rows[k]), end - int(rows[k]))

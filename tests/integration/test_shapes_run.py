@@ -197,3 +197,23 @@ def test_the_thinking_preset_is_sent_and_reasoning_tokens_are_counted_apart(
     assert (df.reasoning_tokens_client == expected).all()
     reasoning = passport["results"]["lengths"]["reasoning_tokens"]
     assert reasoning["n"] == 6 and reasoning["p50"] == expected
+
+
+def test_a_log_shorter_than_the_schedule_is_cycled_and_the_passport_says_so(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    workload = {"mix": [{"name": "log", "weight": 1, "workload": {"preset": "own-traffic"}},
+                        {"name": "chat", "weight": 1, "workload": {"input_tokens": {"dist": "fixed", "value": 8}}}]}
+    _, passport, df = _run(write_spec, tmp_path, url, workload,
+                           {"pattern": "poisson", "rate_per_s": 100, "measure": {"requests": 70},
+                            "warmup": {"requests": 0}})
+    log = df[df["shape"] == "log"]
+    assert len(df) == 70 and len(log) > 24 and (df.outcome == "ok").all()  # more draws than the log's 24 lines
+    assert log.prompt_sha256.nunique() <= 24  # the same 24 lines, repeated in order
+    (tmp_path / "out").rename(tmp_path / "mixed")
+    _, plain, df = _run(write_spec, tmp_path, url, {"preset": "own-traffic"},
+                        {"pattern": "poisson", "rate_per_s": 100, "measure": {"requests": 50},
+                         "warmup": {"requests": 0}})
+    assert len(df) == 50 and df.request_index.nunique() == 24 and df.request_index.max() == 23
+    assert "cycle the 24 distinct requests" in plain["protocol"]["workload"]["note"]

@@ -69,3 +69,24 @@ def test_the_summary_shows_the_shares_of_each_shape_and_the_presets_are_listed(w
     assert presets.returncode == 0 and presets.stdout.splitlines()[0].startswith("chat ")
     assert "multi-turn" in presets.stdout and "structured-output" in presets.stdout
     assert run_cli("workload").returncode == 2  # neither a spec nor --presets
+
+
+def test_every_shape_in_one_mix_gives_the_summarized_hashes_and_byte_identical_schedules(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    mix = {"tokenizer": "none", "mix": [
+        {"name": n, "weight": 1, "workload": {"preset": n, "output_tokens": {"dist": "fixed", "value": 4}}}
+        for n in ("chat", "multi-turn", "structured-output", "tool-calls", "images", "own-traffic")]}
+    mix["mix"][1]["workload"]["sessions"] = {"turns": 2, "think_time_s": 0.01}
+    spec = write_spec(_spec(url, {**LOAD, "measure": {"requests": 24}}, workload=mix))
+    lines = run_cli("workload", str(spec)).stdout.splitlines()
+    digests = []
+    for out in ("a", "b"):
+        assert run_cli("run", str(spec), "--out", str(tmp_path / out), "--quiet").returncode == 0
+        (run,) = list((tmp_path / out).iterdir())
+        passport = json.loads((run / "passport.json").read_text())
+        assert passport["protocol"]["workload"]["sha256"] == lines[0].rsplit(" ", 1)[1]
+        assert passport["protocol"]["schedule"]["sha256"] == lines[2].rsplit(" ", 1)[1]
+        digests.append(hashlib.sha256((run / "schedule.parquet").read_bytes()).hexdigest())
+    assert digests[0] == digests[1]

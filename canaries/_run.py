@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
-from harness import Api, Exchange, HttpClient, StreamSummary, judge
+from harness import Api, Exchange, HttpClient, StreamSummary, judge, structured_fields
 from workloads import corpus_text
 
 __all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
@@ -89,7 +89,7 @@ def long_context_prompt(case: CaseSpec) -> str:
 
 
 def _body(case: CaseSpec, api: Api, model: str, messages: list[dict[str, Any]] | None,
-          prompt: str | None) -> dict[str, Any]:
+          prompt: str | None, engine: str | None) -> dict[str, Any]:
     body: dict[str, Any] = {"model": model}
     if api == "chat":
         body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
@@ -97,11 +97,7 @@ def _body(case: CaseSpec, api: Api, model: str, messages: list[dict[str, Any]] |
         body["prompt"] = prompt or ""
     body.update(max_tokens=case.max_tokens, stream=True, stream_options={"include_usage": True}, **GREEDY)
     if case.kind == "json":
-        if api == "chat":
-            body["response_format"] = {"type": "json_schema",
-                                       "json_schema": {"name": "canary", "schema": case.schema_, "strict": True}}
-        else:
-            body["json_schema"] = case.schema_  # llama.cpp's field on /completions
+        body.update(structured_fields(case.schema_ or {}, engine, api)[0])
     if case.kind == "tool":
         body["tools"] = case.tools
         if case.tool_choice is not None:
@@ -124,7 +120,8 @@ async def _send(client: HttpClient, path: str, body: dict[str, Any],
 
 
 async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str, api: Api, t0_ns: int,
-                    phase: str) -> CaseResult:
+                    phase: str, engine: str | None = None) -> CaseResult:
+    """One case, sent as the runner sends requests; `engine` picks its structured-output field."""
     api = api if case.api == "auto" else case.api
     path = "/chat/completions" if api == "chat" else "/completions"
     bodies: list[dict[str, Any]] = []
@@ -135,7 +132,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
         messages: list[dict[str, Any]] = list(case.messages or [])
         for i, turn in enumerate(turns):
             messages.append({"role": "user", "content": turn})
-            body = _body(case, api, model, list(messages), _transcript(history, turn))
+            body = _body(case, api, model, list(messages), _transcript(history, turn), engine)
             bodies.append(body)
             ex, summary, outcome, error = await _send(client, path, body, api)
             if outcome not in ("ok", "truncated") or summary is None or i == len(turns) - 1:
@@ -144,7 +141,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
             messages.append({"role": "assistant", "content": summary.content})
     else:
         prompt = long_context_prompt(case) if case.kind == "long_context" else case.prompt
-        body = _body(case, api, model, case.messages, prompt)
+        body = _body(case, api, model, case.messages, prompt, engine)
         bodies.append(body)
         ex, summary, outcome, error = await _send(client, path, body, api)
     raw = (b"\n".join(bytes(p) for p in ex.sse.payloads) if summary is not None else bytes(ex.error_body)).decode(
@@ -172,12 +169,14 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
 
 
 async def run_suite(client: HttpClient, suite: Suite, model: str, api: Api, t0_ns: int, phase: str = "gate",
-                    on_case: Callable[[CaseResult], None] | None = None) -> list[CaseResult]:
+                    on_case: Callable[[CaseResult], None] | None = None,
+                    engine: str | None = None) -> list[CaseResult]:
     """Run every case in order (the client must be started); `api` is the endpoint's, used by
-    cases with `api: auto`; `on_case(result)` after each."""
+    cases with `api: auto`; `engine` (when known) picks the structured-output field;
+    `on_case(result)` after each."""
     results = []
     for case in suite.cases:
-        result = await run_case(client, suite, case, model, api, t0_ns, phase)
+        result = await run_case(client, suite, case, model, api, t0_ns, phase, engine)
         results.append(result)
         if on_case is not None:
             on_case(result)

@@ -251,7 +251,7 @@ class Runner:
             except Exception as exc:  # a harness bug must not stop the run; it is recorded
                 failure = f"{type(exc).__name__}: {exc}"
             done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure,
-                         context=list(history) if turn is not None else None)
+                         context=history if turn is not None else None)  # never mutated: replaced below
             if turn is not None and turn.next_index >= 0 and ex is not None and failure is None:
                 done.judged = judge(ex, self._api, prepared.max_tokens_is_target)  # the answer is needed now
             self._backlog.append(done)
@@ -264,7 +264,9 @@ class Runner:
             assert ex is not None
             history = history + [turn.message, {"role": "assistant", "content": summary.content}]
             index = turn.next_index
-            intended_ns = ex.end_ns + self._pool[index].turn.think_ns  # type: ignore[union-attr]
+            following = self._pool[index].turn
+            assert following is not None
+            intended_ns = ex.end_ns + following.think_ns
             await self._sleep_until(intended_ns)
             if self._stop.is_set():
                 return

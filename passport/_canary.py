@@ -34,14 +34,14 @@ def load_declared_suite(name: str) -> Suite:
 
 def run_canaries(suite: Suite, base_url: str, headers: dict[str, str], ca_file: str | None, timeouts: Timeouts,
                  model: str, api: Api, t0_ns: int, on_case: Callable[[CaseResult], None] | None = None,
-                 ) -> list[CaseResult]:
+                 engine: str | None = None) -> list[CaseResult]:
     """Run the suite against the endpoint, one case at a time, on a connection of its own."""
     client = HttpClient(Endpoint.parse(base_url), timeouts, max_idle=1, extra_headers=headers, ca_file=ca_file)
 
     async def go() -> list[CaseResult]:
         await client.start()
         try:
-            return await run_suite(client, suite, model, api, t0_ns, on_case=on_case)
+            return await run_suite(client, suite, model, api, t0_ns, on_case=on_case, engine=engine)
         finally:
             await client.aclose()
 
@@ -91,8 +91,9 @@ class UnderLoad:
     completions; `run` goes until `stop` is set."""
 
     def __init__(self, suite: Suite, client: HttpClient, model: str, api: Api, t0_ns: int, share: float,
-                 inner: ProgressSink | None) -> None:
+                 inner: ProgressSink | None, engine: str | None = None) -> None:
         self.suite, self.client, self.model, self.api, self.t0_ns = suite, client, model, api, t0_ns
+        self.engine = engine
         self.every = max(1, round(1.0 / share))
         self.inner = inner
         self.done = 0
@@ -113,7 +114,7 @@ class UnderLoad:
                     continue
                 case = self.suite.cases[i % len(self.suite.cases)]
                 self.results.append(await run_case(self.client, self.suite, case, self.model, self.api, self.t0_ns,
-                                                   "under_load"))
+                                                   "under_load", self.engine))
                 i += 1
                 next_at += self.every
         finally:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from canaries import CaseResult, Suite, record_suite
-from harness import ControlClient, EngineLauncher, Timeouts
+from harness import ControlClient, EngineLauncher, Timeouts, detect_engine
 from passport._canary import CANARIES_FILE, canary_info, load_declared_suite, run_canaries
 from passport._model import CanaryInfo
 from passport._run import auth_headers, engine_launcher, model_of
@@ -54,11 +54,14 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
         base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
         assert base_url is not None
         with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
-            model = model_of(spec, control.models(), base_url)
+            cards = control.models()
+            model = model_of(spec, cards, base_url)
+        engine = next((detect_engine(c) for c in cards if c.get("id") == model), None)
         t = spec.timeouts
         results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file,
                                Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), model, spec.endpoint.api,
-                               time.perf_counter_ns(), on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"))
+                               time.perf_counter_ns(), on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"),
+                               engine=engine)
     finally:
         if launcher is not None:
             launcher.stop()

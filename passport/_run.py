@@ -233,6 +233,8 @@ def _expectation(body: dict[str, Any]) -> ResponseExpectation | None:
     form = body.get("response_format")
     if isinstance(form, dict) and form.get("type") == "json_schema":
         return ResponseExpectation("json_schema", schema=(form.get("json_schema") or {}).get("schema") or {})
+    if isinstance(form, dict) and form.get("type") == "json_object":  # any JSON object will do
+        return ResponseExpectation("json_schema", schema={"type": "object"})
     if body.get("tools") and body.get("tool_choice") != "none":
         choice = body.get("tool_choice")
         named = choice.get("function", {}).get("name") if isinstance(choice, dict) else None
@@ -265,7 +267,7 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: HttpClient, model
             prompt = f"{salt} {prompt}"
         body = orjson.loads(bodies[i]) if bodies[i] else {}
         expect = _expectation(body)
-        if expect is not None and expect.kind == "json_schema":
+        if expect is not None and (body.get("response_format") or {}).get("type") == "json_schema":
             fields, form_used = structured_fields(expect.schema or {}, engine, api)
             body = {k: v for k, v in body.items() if k != "response_format"} | fields
         sent_params = free_params if expect is not None else params
@@ -545,7 +547,8 @@ def execute(
             say(f"canaries: suite {suite.suite!r}, {len(suite.cases)} cases, one at a time")
             canary_results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file, timeouts, model_id,
                                           spec.endpoint.api, t0_ns,
-                                          on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"))
+                                          on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"),
+                                          engine=engine)
             canaries = canary_info(suite, canary_results, force, folder)
         if canaries.status == "failed" and not force:
             say("canaries failed: HOLD, no timed request is sent (--force times the run anyway)")
@@ -580,7 +583,7 @@ def execute(
         if suite is not None and spec.canary_share > 0:
             under_load = UnderLoad(suite, HttpClient(endpoint, timeouts, max_idle=1, extra_headers=headers,
                                                      ca_file=spec.endpoint.ca_file),
-                                   model_id, spec.endpoint.api, t0_ns, spec.canary_share, sink)
+                                   model_id, spec.endpoint.api, t0_ns, spec.canary_share, sink, engine)
         repetitions, stop_reason = _run_loop(_timed_phase(
             spec, client, schedule, pool, folder, t0_ns, launcher, tokenizer, sink, run_start_ns, under_load,
             telemetry_sources, entries.tolist()))

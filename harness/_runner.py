@@ -128,7 +128,6 @@ class _Done:
     ex: Exchange | None
     failure: str | None
     judged: tuple[StreamSummary | None, str, str | None] | None = None
-    context: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -136,14 +135,6 @@ class _Counters:
     done: int = 0
     errors: int = 0
     next_id: int = 0
-
-
-def _text_of(message: dict[str, Any]) -> str:
-    """The text of a chat message (the text parts of a multi-part content)."""
-    content = message.get("content")
-    if isinstance(content, list):
-        return " ".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content or "")
 
 
 class Runner:
@@ -186,6 +177,7 @@ class Runner:
         self._indexes = schedule.table.column("request_index").to_numpy()
         self._tasks: set[asyncio.Task[None]] = set()
         self._connect_failures = 0
+        self._context: dict[tuple[int, int], int] = {}  # a session's context tokens so far, by (rep, seq)
         self.abort_reason: str | None = None
         # Finished exchanges wait here for the recorder task, which records one, then yields to
         # the loop: when many streams end together, arriving chunks wait for one record (about
@@ -250,8 +242,7 @@ class Runner:
                     failure = "run interrupted"
             except Exception as exc:  # a harness bug must not stop the run; it is recorded
                 failure = f"{type(exc).__name__}: {exc}"
-            done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure,
-                         context=history if turn is not None else None)  # never mutated: replaced below
+            done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure)
             if turn is not None and turn.next_index >= 0 and ex is not None and failure is None:
                 done.judged = judge(ex, self._api, prepared.max_tokens_is_target)  # the answer is needed now
             self._backlog.append(done)
@@ -308,11 +299,15 @@ class Runner:
         if prepared.shape is not None:
             row["shape"] = prepared.shape
         turn = prepared.turn
+        context_tokens: int | None = None
         if turn is not None:
-            context = (done.context or []) + [turn.message]
-            row.update(session=turn.session, turn=turn.turn, session_turns=turn.turns, context_messages=len(context))
+            row.update(session=turn.session, turn=turn.turn, session_turns=turn.turns,
+                       context_messages=2 * turn.turn + 1)
             if self._count_tokens is not None:
-                row["context_tokens_client"] = sum(self._count_tokens(_text_of(m)) for m in context)
+                # earlier turns' counts carried forward: re-encoding a long history here would stall the loop
+                context_tokens = (self._context.pop((rep, seq), 0) if turn.turn else 0) + (
+                    prepared.input_tokens_client or 0)
+                row["context_tokens_client"] = context_tokens
         if prepared.expect is not None:
             row["check"] = prepared.expect.kind
             row["check_result"] = "not_checked"
@@ -357,6 +352,8 @@ class Runner:
                     row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
                     if summary.reasoning:
                         row["reasoning_tokens_client"] = self._count_tokens(summary.reasoning)
+                    if turn is not None and turn.next_index >= 0 and context_tokens is not None:
+                        self._context[(rep, seq)] = context_tokens + self._count_tokens(summary.content)
                 if summary.completion_tokens is not None:
                     row["tokens_source"] = "server"
                 elif row.get("completion_tokens_client") is not None:

@@ -15,6 +15,7 @@ import gc
 import os
 import shutil
 import signal
+import sys
 import time
 import uuid
 from collections import Counter
@@ -75,6 +76,7 @@ from workloads import LoadedTokenizer, RequestSet, data_url, entry_rows, load_to
 __all__ = ["RunOutcome", "execute", "engine_launcher", "auth_headers", "model_of", "request_params",
            "resolve_tokenizer", "plan_workload", "ENGINES_WITH_IGNORE_EOS"]
 
+_SWITCH_INTERVAL_S = 0.0005  # while timing: a worker thread yields the GIL to the loop within 0.5 ms
 ENGINES_WITH_IGNORE_EOS = ("llama.cpp", "vllm", "sglang", "passport-simulator")
 # Decoding presets, as model cards publish them (Qwen3-2507 Instruct: 0.7 / 0.8 / 20; thinking
 # models: 1.0 / 0.95 / 20 with a presence penalty against repetition in long reasoning). Fields
@@ -382,6 +384,10 @@ async def _timed_phase(
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)
+    # Worker threads (Parquet parts, telemetry scrapes) hold the GIL while they run Python code;
+    # the loop waits for it up to the switch interval (5 ms by default), a send delayed as much.
+    switch_interval_s = sys.getswitchinterval()
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
     try:
         await client.start()
         try:
@@ -412,6 +418,7 @@ async def _timed_phase(
             writer.close()
         gc.set_threshold(*thresholds)
         gc.unfreeze()
+        sys.setswitchinterval(switch_interval_s)
     return results, (reason[0] if reason else None)
 
 

@@ -46,6 +46,9 @@ _now = time.perf_counter_ns
 _MAX_CONNECT_FAILURES = 20  # in a row: the endpoint is gone; stop rather than spin on errors
 _LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so setup never lags it
 _SPIN_NS = 1_000_000  # wake this early and yield-spin: uvloop timers have 1 ms granularity
+_RECORD_GUARD_NS = 3_000_000  # no record starts this close to an open-loop send
+_FLUSH_GUARD_NS = 15_000_000  # nor one that flushes a part
+_MAX_DEFERRED = 64
 _KIND_DICTIONARY = pa.array(CHUNK_KINDS, pa.string())
 
 RecordText = str  # "full" | "hashes"
@@ -183,6 +186,8 @@ class Runner:
         # the loop: when many streams end together, arriving chunks wait for one record (about
         # 0.3 ms), never for the whole queue.
         self._backlog: deque[_Done] = deque()
+        self._next_send_ns: int | None = None  # the open loop's next deadline, while it waits for it
+        self._sent = asyncio.Event()
         self._backlog_ready = asyncio.Event()
 
     async def run(self) -> list[RepetitionResult]:
@@ -213,8 +218,22 @@ class Runner:
             await self._backlog_ready.wait()
             self._backlog_ready.clear()
             while self._backlog:
+                flushing = self._requests.flush_due() or self._chunks.flush_due()
+                await self._clear_of_sends(_FLUSH_GUARD_NS if flushing else _RECORD_GUARD_NS)
                 self._record_one(self._backlog.popleft())
                 await asyncio.sleep(0)  # let the loop read sockets between records
+
+    async def _clear_of_sends(self, need_ns: int) -> None:
+        """Wait while the next open-loop send is due within `need_ns`, until it has gone: a record
+        (about 1 ms; a part flush up to 10 ms, measured) must not run across a deadline. A backlog
+        of _MAX_DEFERRED records is recorded anyway, so rates with gaps below the guard still
+        record."""
+        while len(self._backlog) < _MAX_DEFERRED:
+            due = self._next_send_ns
+            if due is None or due - _now() > need_ns:
+                return
+            self._sent.clear()
+            await self._sent.wait()
 
     def _record_one(self, done: _Done) -> None:
         try:
@@ -447,6 +466,7 @@ class Runner:
 
         for seq in range(len(offsets)):
             deadline = start_ns + int(offsets[seq])
+            self._next_send_ns = deadline
             await self._sleep_until(deadline)
             if self._stop.is_set():
                 break
@@ -458,9 +478,13 @@ class Runner:
             entry = int(self._indexes[seq])
             index = self._entries[entry] if self._entries is not None else entry
             task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline))
+            self._next_send_ns = None
+            self._sent.set()
             if slots is not None:
                 task.add_done_callback(release_slot)
             result.sent += 1
+        self._next_send_ns = None
+        self._sent.set()
         await self._drain()
 
     # -- closed loop --------------------------------------------------------------------------

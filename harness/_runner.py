@@ -89,7 +89,7 @@ class SessionTurn:
 @dataclass(frozen=True)
 class PreparedRequest:
     """One workload entry with its HTTP request bytes (and prompt hash) built before timing
-    (for a session's later turns, built when the earlier answers are in)."""
+    (a session's later turns: empty, their bytes are built by `turn.build` from the answers)."""
 
     request: bytes
     prompt: str
@@ -423,6 +423,10 @@ class Runner:
             schema=CHUNKS_SCHEMA,
         )
 
+    def _pool_index(self, entry: int) -> int:
+        """The pool index of a schedulable entry (a request, or a session's first turn)."""
+        return self._entries[entry] if self._entries is not None else entry
+
     def _spawn(self, coro: object) -> asyncio.Task[None]:
         task: asyncio.Task[None] = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
@@ -475,8 +479,7 @@ class Runner:
                 if self._stop.is_set():
                     break
             phase = self._phases[seq]
-            entry = int(self._indexes[seq])
-            index = self._entries[entry] if self._entries is not None else entry
+            index = self._pool_index(int(self._indexes[seq]))
             task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline))
             self._next_send_ns = None
             self._sent.set()
@@ -514,9 +517,7 @@ class Runner:
                         return
                     phase = "measure"
                 result.sent += 1
-                entry = seq % pool
-                await self._one(result.repetition, seq, phase,
-                                self._entries[entry] if self._entries is not None else entry, u, now)
+                await self._one(result.repetition, seq, phase, self._pool_index(seq % pool), u, now)
 
         users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
         stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())

@@ -185,15 +185,13 @@ def _write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, e
     the previous answer is in). `request_index` is the row of the request set. Returns the
     number of requests it lists."""
     wl = request_set.table
-    first = entries[schedule.table.column("request_index").to_numpy()]
-    ends = np.append(entries[1:], wl.num_rows)
-    lengths = (ends - entries)[schedule.table.column("request_index").to_numpy()]
-    rows = np.concatenate([np.arange(f, f + k) for f, k in zip(first.tolist(), lengths.tolist())]) \
-        if len(first) else np.zeros(0, np.int64)
-    repeat = np.repeat(np.arange(len(first)), lengths)
-    is_first = np.concatenate([[True] + [False] * (k - 1) for k in lengths.tolist()]).astype(bool) \
-        if len(first) else np.zeros(0, bool)
-    base = schedule.table.take(pa.array(repeat))
+    scheduled = schedule.table.column("request_index").to_numpy()
+    first = entries[scheduled]
+    lengths = (np.append(entries[1:], wl.num_rows) - entries)[scheduled]  # rows of each entry
+    position = np.arange(int(lengths.sum())) - np.repeat(np.cumsum(lengths) - lengths, lengths)  # turn in entry
+    rows = np.repeat(first, lengths) + position
+    is_first = position == 0
+    base = schedule.table.take(pa.array(np.repeat(np.arange(len(first)), lengths)))
     offsets = pc.if_else(pa.array(is_first), base.column("intended_offset_ns"), pa.scalar(None, pa.int64()))
     table = pa.table({
         "seq": base.column("seq"), "phase": base.column("phase"),
@@ -289,8 +287,10 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: HttpClient, model
             turn = SessionTurn(session=int(sessions[i]), turn=int(turns[i]), turns=session_turns[sessions[i]],
                                next_index=-1 if last else i + 1,
                                think_ns=int(round((thinks[i] or 0.0) * 1e9)), message=message, build=build)
+        later_turn = turn is not None and turn.turn > 0  # its bytes are built from the answers, at send time
         pool.append(PreparedRequest(
-            request=client.request_bytes(path, build_body(api, model_id, prompt, out, sent_params, body or None)),
+            request=b"" if later_turn else client.request_bytes(
+                path, build_body(api, model_id, prompt, out, sent_params, body or None)),
             prompt=prompt, max_tokens=out, max_tokens_is_target=is_target,
             input_tokens_target=wl["input_tokens_target"][i], input_tokens_client=wl["input_tokens_client"][i],
             output_tokens_target=out, shape=shapes[i], expect=expect, turn=turn))

@@ -177,6 +177,18 @@ def _to_extended(table: pa.Table, shape: str) -> pa.Table:
     return pa.table(columns, schema=EXTENDED_SCHEMA)
 
 
+def _prefix_groups(spec: WorkloadSpec, tokenizer: LoadedTokenizer, rng: np.random.Generator,
+                   n: int) -> tuple[list[str], np.ndarray | None]:
+    """The shared prefixes of `spec` (none without `shared_prefix`) and the group of each of `n`
+    entries, drawn in this order from `rng`."""
+    shared = spec.shared_prefix
+    if shared is None:
+        return [], None
+    prefixes = [synthesize_prompt(tokenizer.tokenizer, rng, shared.prefix_tokens, spec.text)[0]
+                for _ in range(shared.groups)]
+    return prefixes, rng.integers(0, shared.groups, size=n)
+
+
 def _plain(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) -> pa.Table:
     """Synthetic single requests, optionally behind shared prefixes (the original layout)."""
     # Independent streams for lengths and text, so changing one distribution leaves the other be.
@@ -184,9 +196,8 @@ def _plain(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) ->
     inputs = spec.input_tokens.sample(lengths_rng, n)
     outputs = spec.output_tokens.sample(lengths_rng, n)
     shared = spec.shared_prefix
-    prefixes = ([synthesize_prompt(tokenizer.tokenizer, prefix_rng, shared.prefix_tokens)[0]
-                 for _ in range(shared.groups)] if shared else [])
-    groups = prefix_rng.integers(0, shared.groups, size=n) if shared else np.zeros(n, dtype=np.int64)
+    prefixes, drawn = _prefix_groups(spec, tokenizer, prefix_rng, n)
+    groups = drawn if drawn is not None else np.zeros(n, dtype=np.int64)
     prompts: list[str] = []
     realized: list[int | None] = []
     targets: list[int] = []
@@ -230,11 +241,10 @@ def _extended(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int,
     think[turn == 0] = 0.0
     inputs = spec.input_tokens.sample(lengths_rng, n_rows)
     outputs = spec.output_tokens.sample(lengths_rng, n_rows)
-    shared = spec.shared_prefix
-    prefixes = ([synthesize_prompt(tokenizer.tokenizer, prefix_rng, shared.prefix_tokens, spec.text)[0]
-                 for _ in range(shared.groups)] if shared else [])
-    groups = prefix_rng.integers(0, shared.groups, size=n) if shared else None
+    prefixes, groups = _prefix_groups(spec, tokenizer, prefix_rng, n)
+    prefix_tokens = spec.shared_prefix.prefix_tokens if spec.shared_prefix else 0
     so, tl, im = spec.structured_output, spec.tools, spec.images
+    dims = im.dims() if im else []
     draws = share_rng.random((n_rows, 3))
     structured = draws[:, 0] < so.share if so else np.zeros(n_rows, bool)
     with_tools = (draws[:, 1] < tl.share) & ~structured if tl else np.zeros(n_rows, bool)
@@ -256,13 +266,12 @@ def _extended(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int,
         if groups is not None and turn[row] == 0:
             group = int(groups[session[row]])
             text = f"{prefixes[group]}\n\n{text}"
-            target += shared.prefix_tokens if shared else 0
+            target += prefix_tokens
         if instruction or group is not None:
             count = len(enc(text))
         body = structured_body if structured[row] else tools_body if with_tools[row] else None
         images = None
         if with_images[row] and im is not None:
-            dims = im.dims()
             picks = image_rng.integers(0, len(dims), size=im.count)
             seeds = image_rng.integers(0, 2**31 - 1, size=im.count)
             images = orjson.dumps([[dims[p][0], dims[p][1], int(s)]
@@ -300,9 +309,8 @@ def _mixed(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) ->
             parts.append(EXTENDED_SCHEMA.empty_table())
             starts.append(np.zeros(0, np.int64))
             continue
-        sub = component.workload.model_copy(update={"seed": None, "tokenizer": spec.tokenizer})
-        table = _extended(sub, n_c, tokenizer, int(np.random.SeedSequence([seed, index]).generate_state(1)[0]),
-                          component.name)
+        component_seed = int(np.random.SeedSequence([seed, index]).generate_state(1)[0])
+        table = _extended(component.workload, n_c, tokenizer, component_seed, component.name)
         parts.append(table)
         starts.append(entry_rows(table))
     taken: list[pa.Table] = []
@@ -325,7 +333,7 @@ def materialize(spec: WorkloadSpec, n: int | None, tokenizer: LoadedTokenizer, s
     """Draw `n` synthetic entries from `spec` with `seed` (spec.seed, when set, wins), or take
     the first `n` records of an imported log (`n` None: every record, for trace replay)."""
     effective_seed = spec.seed if spec.seed is not None else seed
-    if spec.source is not None and not spec.extended:
+    if spec.source is not None:  # a log replays as it is: no other shape goes with it (see WorkloadSpec)
         table = _imported(spec, n, tokenizer, effective_seed)
     else:
         assert n is not None, "synthetic workloads need a size"

@@ -39,7 +39,7 @@ def _with_preset(data: Any) -> Any:
     path = PRESETS_DIR / f"{name}.yaml"
     if not path.is_file():
         raise ValueError(f"workload.preset {name!r} is not a bundled preset; choose one of "
-                            f"{', '.join(preset_names())}")
+                         f"{', '.join(preset_names())}")
     base = yaml.safe_load(path.read_text()) or {}
     base.pop("description", None)
     return {**base, **data}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from canaries._run import CaseResult
 from canaries._suite import CaseSpec, Suite
+from harness import SUCCESS_OUTCOMES
 
 __all__ = ["record_suite"]
 
@@ -19,7 +20,7 @@ def record_suite(suite: Suite, results: list[CaseResult]) -> Suite:
     cases: list[CaseSpec] = []
     for case in suite.cases:
         result = by_id.get(case.id)
-        if case.kind == "exact" and result is not None and result.outcome in ("ok", "truncated"):
+        if case.kind == "exact" and result is not None and result.outcome in SUCCESS_OUTCOMES:
             case = case.model_copy(update={"expect": {**case.expect, "text": result.content}})
         cases.append(case)
     return suite.model_copy(update={"cases": cases})

@@ -21,7 +21,8 @@ import pyarrow.parquet as pq
 
 from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
-from harness import Api, Exchange, HttpClient, StreamSummary, judge, structured_fields
+from harness import SUCCESS_OUTCOMES, Api, Exchange, HttpClient, StreamSummary, judge
+from harness.engines import structured_fields
 from workloads import corpus_text
 
 __all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
@@ -135,7 +136,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
             body = _body(case, api, model, list(messages), _transcript(history, turn), engine)
             bodies.append(body)
             ex, summary, outcome, error = await _send(client, path, body, api)
-            if outcome not in ("ok", "truncated") or summary is None or i == len(turns) - 1:
+            if outcome not in SUCCESS_OUTCOMES or summary is None or i == len(turns) - 1:
                 break
             history.append((turn, summary.content))
             messages.append({"role": "assistant", "content": summary.content})
@@ -146,7 +147,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
         ex, summary, outcome, error = await _send(client, path, body, api)
     raw = (b"\n".join(bytes(p) for p in ex.sse.payloads) if summary is not None else bytes(ex.error_body)).decode(
         "utf-8", "replace")
-    if summary is not None and outcome in ("ok", "truncated"):
+    if summary is not None and outcome in SUCCESS_OUTCOMES:
         answer = Answer(summary.content, summary.reasoning, summary.tool_calls, summary.finish_reason,
                         summary.prompt_tokens, summary.completion_tokens, summary.n_token_chunks)
         verdict = check(case, answer)

@@ -1,26 +1,28 @@
 """HOW requests are sent: transport, SSE parsing, arrival schedules, runner, recorder, engine
 launcher, control-plane probes and the simulated engine.
 
-It knows the OpenAI streaming dialect and HTTP; it does not know what a metric, a validity
-rule or a passport is (that is `passport`), nor how prompts are made (that is `workloads`).
+It knows the OpenAI streaming dialect and HTTP, and in `harness.engines` everything that differs
+by engine; it does not know what a metric, a validity rule or a passport is (that is
+`passport`), nor how prompts are made (that is `workloads`).
 """
 
 from harness._checks import SPECIAL_TOKENS, check_json, check_tool_call
 from harness._clientstats import ClientMonitor
-from harness._control import ControlClient, detect_engine
+from harness._control import ControlClient
 from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
+from harness._fake import FakeAnswer, FakeTransport, sse_events
 from harness._http import Endpoint, Exchange, HttpClient, Timeouts
 from harness._launcher import EngineLauncher, free_port, redact_command
 from harness._openai import (
     CHUNK_KINDS,
     OUTCOMES,
+    SUCCESS_OUTCOMES,
     Api,
     ChunkKind,
     StreamSummary,
     build_body,
     classify,
     judge,
-    structured_fields,
     summarize,
 )
 from harness._prom import Sample, samples
@@ -43,14 +45,18 @@ from harness._runner import (
 from harness._schedule import SCHEDULE_SCHEMA, LoadSpec, MeasureSpec, Schedule, WarmupSpec, build_schedule
 from harness._sse import SSEParser
 from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, TrtllmJsonSource, nvml_devices
+from harness._transport import Transport
 
 __all__ = [
+    "FakeAnswer",
+    "FakeTransport",
+    "Transport",
+    "sse_events",
     "SPECIAL_TOKENS",
     "check_json",
     "check_tool_call",
     "ResponseExpectation",
     "SessionTurn",
-    "structured_fields",
     "Api",
     "CHUNKS_SCHEMA",
     "CHUNK_KINDS",
@@ -70,6 +76,7 @@ __all__ = [
     "LoadSpec",
     "MeasureSpec",
     "OUTCOMES",
+    "SUCCESS_OUTCOMES",
     "PreparedRequest",
     "ProgressSink",
     "RAW_SCHEMA_VERSION",
@@ -90,7 +97,6 @@ __all__ = [
     "build_body",
     "build_schedule",
     "classify",
-    "detect_engine",
     "free_port",
     "join_parts",
     "judge",

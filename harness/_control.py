@@ -12,21 +12,7 @@ import httpx
 
 from harness._errors import EndpointError
 
-__all__ = ["ControlClient", "detect_engine"]
-
-_OWNED_BY_ENGINE = {
-    "vllm": "vllm",
-    "sglang": "sglang",
-    "tensorrt_llm": "tensorrt-llm",
-    "llamacpp": "llama.cpp",
-    "passport-sim": "passport-simulator",
-}
-
-
-def detect_engine(model_card: dict[str, Any]) -> str | None:
-    """The engine named by a `/v1/models` card's `owned_by`, or None if it names none we know."""
-    owned_by = str(model_card.get("owned_by", ""))
-    return _OWNED_BY_ENGINE.get(owned_by)
+__all__ = ["ControlClient"]
 
 
 class ControlClient:

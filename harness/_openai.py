@@ -45,13 +45,16 @@ __all__ = [
     "build_body",
     "summarize",
     "OUTCOMES",
+    "SUCCESS_OUTCOMES",
     "classify",
     "CHUNK_KINDS",
-    "structured_fields",
 ]
 
 Api = Literal["chat", "completions"]
 OUTCOMES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
+# A request succeeded when it ended in one of these (passport.audit reads the same classes from
+# requests.parquet; tests/unit/test_exports.py keeps the two in step).
+SUCCESS_OUTCOMES = ("ok", "truncated")
 
 
 class ChunkKind:
@@ -95,25 +98,6 @@ def build_body(
     body["stream_options"] = {"include_usage": True}
     body.update(params)
     return orjson.dumps(body)
-
-
-def structured_fields(schema: dict[str, Any], engine: str | None, api: Api) -> tuple[dict[str, Any], str]:
-    """(body fields asking for JSON under `schema`, a name of the form used) for an engine
-    (engines.md section 5): OpenAI's `response_format` json_schema on chat wherever it is taken;
-    TGI's `{"type": "json", "value": schema}`; on /completions the engine's own field (llama.cpp
-    `json_schema`, SGLang `json_schema` as a string, vLLM `structured_outputs.json`)."""
-    openai_form = {"response_format": {"type": "json_schema", "json_schema": {
-        "name": "passport_workload", "schema": schema, "strict": True}}}
-    if engine == "tgi":
-        return {"response_format": {"type": "json", "value": schema}}, "response_format json (TGI)"
-    if api == "completions":
-        if engine == "llama.cpp":
-            return {"json_schema": schema}, "json_schema (llama.cpp)"
-        if engine == "sglang":
-            return {"json_schema": orjson.dumps(schema).decode()}, "json_schema string (SGLang)"
-        if engine == "vllm":
-            return {"structured_outputs": {"json": schema}}, "structured_outputs.json (vLLM)"
-    return openai_form, "response_format json_schema"
 
 
 @dataclass

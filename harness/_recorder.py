@@ -4,7 +4,7 @@ Each flush (every `flush_rows` rows or `flush_s` seconds) writes one small, comp
 file under `<name>.parts/`, off the event loop in a writer thread; `close()` joins the parts
 into `<name>.parquet` (one row group per part) and removes them. A run killed before `close()`
 leaves `<name>.parts/`, which pandas, pyarrow and DuckDB read as one table
-(`pd.read_parquet("requests.parts")`), as does `passport.metrics.load_table`; `join_parts`
+(`pd.read_parquet("requests.parts")`), as does `passport.audit.load_table`; `join_parts`
 turns it into `<name>.parquet`. Parts are written uncompressed (no CPU spent on compression
 while the run streams); the joined file is zstd-compressed.
 

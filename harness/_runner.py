@@ -34,10 +34,11 @@ import orjson
 import pyarrow as pa
 
 from harness._checks import check_json, check_tool_call
-from harness._http import Exchange, HttpClient
-from harness._openai import CHUNK_KINDS, Api, StreamSummary, judge
+from harness._http import Exchange
+from harness._openai import CHUNK_KINDS, SUCCESS_OUTCOMES, Api, StreamSummary, judge
 from harness._recorder import CHUNKS_SCHEMA, TableWriter
 from harness._schedule import LoadSpec, Schedule
+from harness._transport import Transport
 
 __all__ = ["PreparedRequest", "Runner", "RepetitionResult", "ProgressSink", "RecordText", "SessionTurn",
            "ResponseExpectation"]
@@ -145,7 +146,7 @@ class Runner:
 
     def __init__(
         self,
-        client: HttpClient,
+        client: Transport,
         api: Api,
         load: LoadSpec,
         schedule: Schedule,
@@ -269,7 +270,7 @@ class Runner:
             if turn is None or turn.next_index < 0 or done.judged is None or self._stop.is_set():
                 return
             summary, outcome, _ = done.judged
-            if summary is None or outcome not in ("ok", "truncated"):
+            if summary is None or outcome not in SUCCESS_OUTCOMES:
                 return  # a failed turn ends its session
             assert ex is not None
             history = history + [turn.message, {"role": "assistant", "content": summary.content}]
@@ -289,106 +290,108 @@ class Runner:
         return check_tool_call(summary.content, summary.tool_calls, expect.tools or [], expect.tool)
 
     def _record(self, done: _Done) -> None:
-        rid, rep, seq, phase, index, user = done.rid, done.rep, done.seq, done.phase, done.index, done.user
-        intended_ns, prepared, ex, failure = done.intended_ns, done.prepared, done.ex, done.failure
-        t0 = self._t0
+        """One finished exchange as one requests.parquet row (and its events as chunks rows)."""
+        ex, failure = done.ex, done.failure
+        row = self._planned_fields(done)
+        context_tokens = self._session_fields(done, row)
+        if ex is None or failure is not None:
+            row.update(outcome="client_error", error=failure, end_ns=_now() - self._t0)
+            if ex is not None:
+                row.update(sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns),
+                           http_status=ex.status or None, n_chunks=len(ex.sse))
+        else:
+            summary, outcome, error = done.judged or judge(ex, self._api, done.prepared.max_tokens_is_target)
+            row.update(
+                sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns), end_ns=self._rel(ex.end_ns),
+                connect_ns=ex.connect_ns if ex.new_connection else None, new_connection=ex.new_connection,
+                resent=ex.resent, http_status=ex.status or None, outcome=outcome, timeout_kind=ex.timeout_kind,
+                error=error, retry_after=ex.retry_after, n_chunks=len(ex.sse),
+            )
+            if summary is not None:
+                self._answer_fields(done, summary, outcome, context_tokens, row)
+                self._chunks.append_batch(self._chunk_batch(done.rid, ex, summary))
+        self._requests.append_row(row)
+        self._count(row, ex, failure)
 
-        def rel(t: int) -> int | None:
-            return t - t0 if t else None
+    def _rel(self, t_ns: int) -> int | None:
+        """A perf_counter time on the run clock (ns since t0); None for an event that never came."""
+        return t_ns - self._t0 if t_ns else None
 
-        summary: StreamSummary | None = None
+    def _planned_fields(self, done: _Done) -> dict[str, object]:
+        """What was planned for the request, known before it was sent."""
+        prepared = done.prepared
         row: dict[str, object] = {
-            "request_id": rid,
-            "repetition": rep,
-            "seq": seq,
-            "phase": phase,
-            "request_index": index,
-            "user": user,
-            "intended_ns": intended_ns - t0,
-            "max_tokens": prepared.max_tokens,
-            "max_tokens_is_target": prepared.max_tokens_is_target,
-            "input_tokens_target": prepared.input_tokens_target,
-            "input_tokens_client": prepared.input_tokens_client,
-            "output_tokens_target": prepared.output_tokens_target,
-            "prompt_sha256": prepared.prompt_sha256,
+            "request_id": done.rid, "repetition": done.rep, "seq": done.seq, "phase": done.phase,
+            "request_index": done.index, "user": done.user, "intended_ns": done.intended_ns - self._t0,
+            "max_tokens": prepared.max_tokens, "max_tokens_is_target": prepared.max_tokens_is_target,
+            "input_tokens_target": prepared.input_tokens_target, "input_tokens_client": prepared.input_tokens_client,
+            "output_tokens_target": prepared.output_tokens_target, "prompt_sha256": prepared.prompt_sha256,
             "prompt_chars": len(prepared.prompt),
         }
         if self._full_text:
             row["prompt"] = prepared.prompt
         if prepared.shape is not None:
             row["shape"] = prepared.shape
-        turn = prepared.turn
-        context_tokens: int | None = None
-        if turn is not None:
-            row.update(session=turn.session, turn=turn.turn, session_turns=turn.turns,
-                       context_messages=2 * turn.turn + 1)
-            if self._count_tokens is not None:
-                # earlier turns' counts carried forward: re-encoding a long history here would stall the loop
-                context_tokens = (self._context.pop((rep, seq), 0) if turn.turn else 0) + (
-                    prepared.input_tokens_client or 0)
-                row["context_tokens_client"] = context_tokens
         if prepared.expect is not None:
             row["check"] = prepared.expect.kind
             row["check_result"] = "not_checked"
-        if ex is None or failure is not None:
-            row.update(outcome="client_error", error=failure, end_ns=_now() - t0)
-            if ex is not None:
-                row.update(sent_ns=rel(ex.sent_ns), first_byte_ns=rel(ex.first_byte_ns),
-                           http_status=ex.status or None, n_chunks=len(ex.sse))
-        else:
-            sse = ex.sse
-            summary, outcome, error = done.judged or judge(ex, self._api, prepared.max_tokens_is_target)
-            times = sse.times_ns
-            row.update(
-                sent_ns=rel(ex.sent_ns),
-                first_byte_ns=rel(ex.first_byte_ns),
-                end_ns=rel(ex.end_ns),
-                connect_ns=ex.connect_ns if ex.new_connection else None,
-                new_connection=ex.new_connection,
-                resent=ex.resent,
-                http_status=ex.status or None,
-                outcome=outcome,
-                timeout_kind=ex.timeout_kind,
-                error=error,
-                retry_after=ex.retry_after,
-                n_chunks=len(sse),
-            )
-            if summary is not None:
-                row.update(
-                    first_token_ns=None if summary.first_token is None else int(times[summary.first_token]) - t0,
-                    first_content_ns=None if summary.first_content is None else int(times[summary.first_content]) - t0,
-                    last_token_ns=None if summary.last_token is None else int(times[summary.last_token]) - t0,
-                    finish_reason=summary.finish_reason,
-                    prompt_tokens=summary.prompt_tokens,
-                    completion_tokens=summary.completion_tokens,
-                    reasoning_tokens=summary.reasoning_tokens,
-                    cached_tokens=summary.cached_tokens,
-                    n_token_chunks=summary.n_token_chunks,
-                    response_sha256=hashlib.sha256(summary.content.encode()).hexdigest(),
-                    response_chars=len(summary.content),
-                )
-                if self._count_tokens is not None:
-                    row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
-                    if summary.reasoning:
-                        row["reasoning_tokens_client"] = self._count_tokens(summary.reasoning)
-                    if turn is not None and turn.next_index >= 0 and context_tokens is not None:
-                        self._context[(rep, seq)] = context_tokens + self._count_tokens(summary.content)
-                if summary.completion_tokens is not None:
-                    row["tokens_source"] = "server"
-                elif row.get("completion_tokens_client") is not None:
-                    row["completion_tokens"] = row["completion_tokens_client"]
-                    row["tokens_source"] = "client"
-                if prepared.expect is not None and outcome in ("ok", "truncated"):
-                    category, reason = self._check(prepared, summary)
-                    row["check_result"] = category or "passed"
-                    row["check_reason"] = reason
-                if self._full_text:
-                    row["response_text"] = summary.content
-                    row["reasoning_text"] = summary.reasoning or None
-                    if summary.tool_calls:
-                        row["tool_calls"] = orjson.dumps(summary.tool_calls).decode()
-                self._chunks.append_batch(self._chunk_batch(rid, ex, summary))
-        self._requests.append_row(row)
+        return row
+
+    def _session_fields(self, done: _Done, row: dict[str, object]) -> int | None:
+        """A session turn's place and context; returns its context tokens (our count) so far."""
+        turn = done.prepared.turn
+        if turn is None:
+            return None
+        row.update(session=turn.session, turn=turn.turn, session_turns=turn.turns, context_messages=2 * turn.turn + 1)
+        if self._count_tokens is None:
+            return None
+        # earlier turns' counts carried forward: re-encoding a long history here would stall the loop
+        context_tokens = (self._context.pop((done.rep, done.seq), 0) if turn.turn else 0) + (
+            done.prepared.input_tokens_client or 0)
+        row["context_tokens_client"] = context_tokens
+        return context_tokens
+
+    def _answer_fields(self, done: _Done, summary: StreamSummary, outcome: str, context_tokens: int | None,
+                       row: dict[str, object]) -> None:
+        """What the answer said: token times and counts, its check, its text."""
+        times, t0, prepared = done.ex.sse.times_ns if done.ex else None, self._t0, done.prepared
+        assert times is not None
+
+        def at(index: int | None) -> int | None:
+            return None if index is None else int(times[index]) - t0
+
+        row.update(
+            first_token_ns=at(summary.first_token), first_content_ns=at(summary.first_content),
+            last_token_ns=at(summary.last_token), finish_reason=summary.finish_reason,
+            prompt_tokens=summary.prompt_tokens, completion_tokens=summary.completion_tokens,
+            reasoning_tokens=summary.reasoning_tokens, cached_tokens=summary.cached_tokens,
+            n_token_chunks=summary.n_token_chunks,
+            response_sha256=hashlib.sha256(summary.content.encode()).hexdigest(), response_chars=len(summary.content),
+        )
+        if self._count_tokens is not None:
+            row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
+            if summary.reasoning:
+                row["reasoning_tokens_client"] = self._count_tokens(summary.reasoning)
+            turn = prepared.turn
+            if turn is not None and turn.next_index >= 0 and context_tokens is not None:
+                self._context[(done.rep, done.seq)] = context_tokens + self._count_tokens(summary.content)
+        if summary.completion_tokens is not None:
+            row["tokens_source"] = "server"
+        elif row.get("completion_tokens_client") is not None:
+            row["completion_tokens"] = row["completion_tokens_client"]
+            row["tokens_source"] = "client"
+        if prepared.expect is not None and outcome in SUCCESS_OUTCOMES:
+            category, reason = self._check(prepared, summary)
+            row["check_result"] = category or "passed"
+            row["check_reason"] = reason
+        if self._full_text:
+            row["response_text"] = summary.content
+            row["reasoning_text"] = summary.reasoning or None
+            if summary.tool_calls:
+                row["tool_calls"] = orjson.dumps(summary.tool_calls).decode()
+
+    def _count(self, row: dict[str, object], ex: Exchange | None, failure: str | None) -> None:
+        """Progress counters, and the endpoint taken as gone after too many failed connects."""
         if ex is not None and not ex.first_byte_ns and ex.new_connection and failure is None:
             self._connect_failures += 1
             if self._connect_failures >= _MAX_CONNECT_FAILURES and self.abort_reason is None:
@@ -397,7 +400,7 @@ class Runner:
         else:
             self._connect_failures = 0
         self._c.done += 1
-        if row["outcome"] not in ("ok", "truncated"):
+        if row["outcome"] not in SUCCESS_OUTCOMES:
             self._c.errors += 1
         if self._progress is not None:
             self._progress.update(self._c.done, self._client.in_flight, self._c.errors)

@@ -28,33 +28,21 @@ from typing import Any, Protocol
 
 import httpx
 
+from harness import engines
 from harness._prom import samples
 from harness._recorder import TableWriter
 
 __all__ = ["TelemetrySource", "PrometheusSource", "TrtllmJsonSource", "NvmlSource", "TelemetrySampler",
-           "ENGINE_SERIES", "nvml_devices"]
+           "engine_series", "nvml_devices"]
 
 Row = tuple[str, str, float]  # (source, name, value)
 
-# normalized name -> (metric names in preference order, how label sets combine)
-ENGINE_SERIES: dict[str, tuple[tuple[str, ...], str]] = {
-    "kv_cache_usage": (("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "sglang:token_usage",
-                        "llamacpp:kv_cache_usage_ratio"), "mean"),
-    "requests_running": (("vllm:num_requests_running", "sglang:num_running_reqs", "llamacpp:requests_processing",
-                          "tgi_batch_current_size"), "sum"),
-    "requests_waiting": (("vllm:num_requests_waiting", "sglang:num_queue_reqs", "llamacpp:requests_deferred",
-                          "tgi_queue_size"), "sum"),
-    "preemptions_total": (("vllm:num_preemptions_total", "sglang:num_retracted_requests_total"), "sum"),
-    "prefix_cache_queries_total": (("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
-                                   "sum"),
-    "prefix_cache_hits_total": (("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total",
-                                 "llamacpp:prompt_tokens_cached_total"), "sum"),
-    "prefix_cache_hit_rate": (("sglang:cache_hit_rate",), "mean"),
-    "prompt_tokens_total": (("vllm:prompt_tokens_total", "sglang:prompt_tokens_total", "llamacpp:prompt_tokens_total"),
-                            "sum"),
-    "generation_tokens_total": (("vllm:generation_tokens_total", "sglang:generation_tokens_total",
-                                 "llamacpp:tokens_predicted_total"), "sum"),
-    "kv_cache_tokens": (("llamacpp:kv_cache_tokens", "sglang:num_used_tokens"), "sum"),
+# normalized name -> how the label sets of one metric combine; which metrics feed each name is
+# in the engine profiles (harness.engines), tried in registration order.
+_COMBINE: dict[str, str] = {
+    "kv_cache_usage": "mean", "requests_running": "sum", "requests_waiting": "sum", "preemptions_total": "sum",
+    "prefix_cache_queries_total": "sum", "prefix_cache_hits_total": "sum", "prefix_cache_hit_rate": "mean",
+    "prompt_tokens_total": "sum", "generation_tokens_total": "sum", "kv_cache_tokens": "sum",
 }
 _DCGM: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", 2.0**20),  # MiB
@@ -70,13 +58,19 @@ class TelemetrySource(Protocol):
     def scrape(self) -> list[Row]: ...
 
 
+def engine_series() -> dict[str, tuple[tuple[str, ...], str]]:
+    """normalized name -> (every registered engine's metric names in preference order, how
+    label sets combine)."""
+    return {name: (tuple(metric for p in engines.profiles() for metric in p.series.get(name, ())), combine)
+            for name, combine in _COMBINE.items()}
+
+
 def _normalize(values: dict[str, list[float]]) -> list[Row]:
     rows: list[Row] = []
-    cached = values.get("llamacpp:prompt_tokens_cached_total")
-    processed = values.get("llamacpp:prompt_tokens_total")
-    if cached and processed:  # llama.cpp counts processed prompt tokens *excluding* the cached ones
-        rows.append(("engine", "prefix_cache_queries_total", sum(cached) + sum(processed)))
-    for normalized, (names, combine) in ENGINE_SERIES.items():
+    for p in engines.profiles():
+        if p.derive_series is not None:
+            rows += [("engine", name, value) for name, value in p.derive_series(values)]
+    for normalized, (names, combine) in engine_series().items():
         for metric in names:
             found = values.get(metric)
             if found:

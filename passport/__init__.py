@@ -1,15 +1,25 @@
-"""WHAT IT MEANS: the passport model and JSON Schema, the run spec, metrics from raw logs,
-validity rules, verification, reports and the CLI.
+"""WHAT IT MEANS: the passport and everything around it, in one sub-package per role.
 
-`passport.metrics` and `passport.verify` need only numpy/pyarrow and a run folder, so an
-auditor can recompute results without the load generator or an endpoint.
+    passport.cli     the command line: parser, one module per command, ExitCode
+    passport.run     running a benchmark: open -> identify -> plan -> canaries -> timed -> assemble
+    passport.audit   the auditor's arithmetic: metrics, results, declarations, validity, verify
+                     (numpy and pyarrow only)
+    passport.judge   decisions over passports: compare, gate, sweep knee/saturation, capacity
+    passport.report  report.md / report.html, plots, headline lines, JUnit XML
+    passport.model   the spec and the passport as pydantic models, the JSON Schema
+
+The names below are loaded when first used, so `import passport.audit` stays light.
 """
 
-from passport._errors import PassportError, RunFolderError, SpecError
-from passport._model import SCHEMA_VERSION, Passport
-from passport._passport import read_passport, write_passport
-from passport._run import RunOutcome, execute
-from passport._spec import RunSpec, load_spec, parse_spec
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from passport._errors import PassportError, RunFolderError, SpecError
+    from passport.model import SCHEMA_VERSION, Passport, RunSpec, load_spec, parse_spec, read_passport
+    from passport.run import RunOutcome, execute
 
 __all__ = [
     "Passport",
@@ -23,5 +33,22 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "read_passport",
-    "write_passport",
 ]
+
+_HOME = {
+    "PassportError": "passport._errors", "RunFolderError": "passport._errors", "SpecError": "passport._errors",
+    "SCHEMA_VERSION": "passport.model", "Passport": "passport.model", "RunSpec": "passport.model",
+    "load_spec": "passport.model", "parse_spec": "passport.model", "read_passport": "passport.model",
+    "RunOutcome": "passport.run", "execute": "passport.run",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'passport' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

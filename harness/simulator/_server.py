@@ -154,6 +154,21 @@ def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
 
+@dataclass(frozen=True)
+class _Answer:
+    """One streamed answer, decided before its first byte."""
+
+    chat: bool
+    rid: str
+    n_tokens: int
+    finish: str
+    reply: Reply | None
+    prompt_tokens: int
+    include_usage: bool
+    fault: str | None
+    recv_ns: int
+
+
 class _SimProtocol(asyncio.Protocol):
     def __init__(self, state: _State) -> None:
         self.state = state
@@ -246,8 +261,7 @@ class _SimProtocol(asyncio.Protocol):
             self._write_simple(400, b'{"error":{"message":"invalid JSON body","code":400}}')
             return
         state.count += 1
-        n = state.count
-        fault = state.fault_for(n)
+        fault = state.fault_for(state.count)
         if fault == "reject" or (cfg.max_concurrency is not None and state.active >= cfg.max_concurrency):
             self._write_simple(429, b'{"error":{"message":"overloaded","code":429}}',
                                extra=f"Retry-After: {cfg.retry_after_s}\r\n")
@@ -255,6 +269,23 @@ class _SimProtocol(asyncio.Protocol):
         if fault == "http500":
             self._write_simple(500, b'{"error":{"message":"simulated failure","code":500}}')
             return
+        answer = self._answer(req, chat, state.count, fault, recv_ns)
+        state.prompt_tokens += answer.prompt_tokens
+        if state.slots is not None:
+            state.waiting += 1
+            await state.slots.acquire()
+            state.waiting -= 1
+        state.active += 1
+        try:
+            await self._stream(answer)
+        finally:
+            state.active -= 1
+            if state.slots is not None:
+                state.slots.release()
+
+    def _answer(self, req: dict[str, Any], chat: bool, n: int, fault: str | None, recv_ns: int) -> _Answer:
+        """How many tokens to send, what they say and how the stream ends."""
+        state, cfg = self.state, self.state.config
         max_tokens = int(req.get("max_tokens") or 16)
         n_tokens = max_tokens
         finish = "length"
@@ -273,73 +304,66 @@ class _SimProtocol(asyncio.Protocol):
         prompt_tokens = (len(str(req.get("prompt", "")).split()) if not chat
                          else sum(_message_tokens(m) for m in req.get("messages", []) if isinstance(m, dict)))
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
+        return _Answer(chat, f"sim-{n}", n_tokens, finish, reply, prompt_tokens, include_usage, fault, recv_ns)
+
+    async def _fault(self, fault: str) -> bool:
+        """Play a fault at its chunk; True when the stream ends there."""
         assert self.transport is not None
-        state.prompt_tokens += prompt_tokens
-        if state.slots is not None:
-            state.waiting += 1
-            await state.slots.acquire()
-            state.waiting -= 1
-        state.active += 1
-        try:
-            self.transport.write(
-                b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
-                b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms)
-            rid = f"sim-{n}"
-            obj = "chat.completion.chunk" if chat else "text_completion"
-            if chat:  # role-only first chunk, as real engines send
-                self._send_event({"id": rid, "object": obj, "choices": [
-                    {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}],
-                    "sim": {"recv_ns": recv_ns, "sent_ns": _now(), "token": None}})
-            for i in range(n_tokens):
-                await asyncio.sleep(max(0.0, deadline - loop.time()))
-                if self.closed:
-                    return
-                if fault is not None and i == cfg.fault_after_chunks:
-                    if fault == "disconnect":
-                        assert self.transport is not None
-                        self.transport.close()
-                        return
-                    if fault == "malformed":
-                        self.transport.write(_chunk(b'data: {"choices": [{"delta": {"content": "x"\n\n'))
-                    elif fault == "error_event":
-                        self._send_event({"error": {"message": "simulated mid-stream failure",
-                                                    "type": "server_error", "code": 500}})
-                        self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-                        return
-                    elif fault == "stall":
-                        await asyncio.sleep(cfg.stall_s)
-                        if self.closed:
-                            return
-                text = f"tok{i} " if i else "tok0 "
-                last = i == n_tokens - 1
-                delta: dict[str, Any] = {"content": text}
-                if reply is not None:
-                    delta = _scripted_delta(reply, i)
-                    text = delta.get("content") or ""
-                if chat:
-                    choice = {"index": 0, "delta": delta, "finish_reason": None}
-                else:
-                    choice = {"index": 0, "text": text, "finish_reason": finish if last else None}
-                event: dict[str, Any] = {"id": rid, "object": obj, "choices": [choice],
-                                         "sim": {"recv_ns": recv_ns, "sent_ns": _now(), "token": i}}
-                if not chat and last and include_usage:
-                    event["usage"] = self._usage(prompt_tokens, n_tokens)
-                self._send_event(event)
-                state.generation_tokens += 1
-                deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
-            if chat:
-                self._send_event({"id": rid, "object": obj, "choices": [
-                    {"index": 0, "delta": {}, "finish_reason": finish}]})
-                if include_usage:
-                    self._send_event({"id": rid, "object": obj, "choices": [],
-                                      "usage": self._usage(prompt_tokens, n_tokens)})
+        if fault == "disconnect":
+            self.transport.close()
+            return True
+        if fault == "malformed":
+            self.transport.write(_chunk(b'data: {"choices": [{"delta": {"content": "x"\n\n'))
+        elif fault == "error_event":
+            self._send_event({"error": {"message": "simulated mid-stream failure", "type": "server_error",
+                                        "code": 500}})
             self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
-        finally:
-            state.active -= 1
-            if state.slots is not None:
-                state.slots.release()
+            return True
+        elif fault == "stall":
+            await asyncio.sleep(self.state.config.stall_s)
+        return self.closed
+
+    async def _stream(self, a: _Answer) -> None:
+        state, cfg = self.state, self.state.config
+        assert self.transport is not None
+        self.transport.write(
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms)
+        obj = "chat.completion.chunk" if a.chat else "text_completion"
+        if a.chat:  # role-only first chunk, as real engines send
+            self._send_event({"id": a.rid, "object": obj, "choices": [
+                {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}],
+                "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": None}})
+        for i in range(a.n_tokens):
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+            if self.closed or (a.fault is not None and i == cfg.fault_after_chunks and await self._fault(a.fault)):
+                return
+            text = f"tok{i} " if i else "tok0 "
+            last = i == a.n_tokens - 1
+            delta: dict[str, Any] = {"content": text}
+            if a.reply is not None:
+                delta = _scripted_delta(a.reply, i)
+                text = delta.get("content") or ""
+            if a.chat:
+                choice = {"index": 0, "delta": delta, "finish_reason": None}
+            else:
+                choice = {"index": 0, "text": text, "finish_reason": a.finish if last else None}
+            event: dict[str, Any] = {"id": a.rid, "object": obj, "choices": [choice],
+                                     "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": i}}
+            if not a.chat and last and a.include_usage:
+                event["usage"] = self._usage(a.prompt_tokens, a.n_tokens)
+            self._send_event(event)
+            state.generation_tokens += 1
+            deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
+        if a.chat:
+            self._send_event({"id": a.rid, "object": obj, "choices": [
+                {"index": 0, "delta": {}, "finish_reason": a.finish}]})
+            if a.include_usage:
+                self._send_event({"id": a.rid, "object": obj, "choices": [],
+                                  "usage": self._usage(a.prompt_tokens, a.n_tokens)})
+        self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
     @staticmethod
     def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:

@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from passport.metrics import load_table
+from passport.audit import load_table
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, closed_port, only_run_dir, run_cli
 
 WriteSpec = Callable[..., Path]

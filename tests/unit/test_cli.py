@@ -38,10 +38,12 @@ def test_missing_spec_file_is_an_input_error() -> None:
     assert result.stderr == "ERROR: cannot read spec does-not-exist.yaml: No such file or directory\n"
 
 
-def test_verify_of_a_folder_without_a_passport(tmp_path: object) -> None:
+def test_verify_of_a_folder_without_a_passport_is_an_input_error(tmp_path: object) -> None:
+    """An unreadable run folder is a usage error (exit 2), not a failed verification (issue 11)."""
     result = run_cli("verify", str(tmp_path))
-    assert result.returncode == 1 and result.stdout.startswith("NOT verified:")
-    assert "cannot read" in result.stdout
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"ERROR: cannot read {tmp_path}/passport.json: No such file or directory; give a run " \
+                            "folder (results/<run>/)\n"
 
 
 def test_probe_prints_every_standard_field_with_its_source(simulator: SimFactory) -> None:

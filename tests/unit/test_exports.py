@@ -6,9 +6,34 @@ import importlib
 
 import pytest
 
+PACKAGES = ["harness", "harness.engines", "harness.simulator", "workloads", "canaries", "passport.audit",
+            "passport.model", "passport.judge", "passport.report", "passport.run", "passport.cli"]
 
-@pytest.mark.parametrize("package", ["passport", "harness", "workloads", "canaries", "harness.simulator"])
+
+@pytest.mark.parametrize("package", PACKAGES)
 def test_all_matches_public_names(package: str) -> None:
     module = importlib.import_module(package)
     public = {n for n, v in vars(module).items() if not n.startswith("_") and not isinstance(v, type(importlib))}
     assert set(module.__all__) == public - {"annotations"}
+
+
+def test_the_top_package_exports_its_names_lazily() -> None:
+    """`passport` loads its names on first use (so `import passport.audit` stays light): each one
+    listed resolves, and nothing else is offered."""
+    import passport
+
+    assert set(passport.__all__) == set(passport._HOME)
+    for name in passport.__all__:
+        assert getattr(passport, name) is not None
+    with pytest.raises(AttributeError):
+        passport.no_such_name  # noqa: B018
+
+
+def test_the_writer_and_the_auditor_agree_on_what_success_is() -> None:
+    """harness writes outcome classes into requests.parquet; passport.audit reads them without
+    importing harness, so each keeps its own constant and this keeps them in step."""
+    import harness
+    from passport import audit
+
+    assert harness.SUCCESS_OUTCOMES == audit.SUCCESS_OUTCOMES
+    assert set(harness.SUCCESS_OUTCOMES) < set(harness.OUTCOMES)

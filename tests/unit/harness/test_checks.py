@@ -9,7 +9,8 @@ import jsonschema
 import orjson
 import pytest
 
-from harness import check_json, check_tool_call, structured_fields
+from harness import check_json, check_tool_call
+from harness.engines import structured_fields
 from harness.simulator._formats import format_reply, minimal_instance
 from workloads import DEFAULT_SCHEMA, DEFAULT_TOOLS
 

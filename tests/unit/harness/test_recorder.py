@@ -5,7 +5,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from harness import TELEMETRY_SCHEMA, TableWriter, join_parts
-from passport.metrics import load_table
+from passport.audit import load_table
 
 
 def _row(i: int) -> dict[str, object]:

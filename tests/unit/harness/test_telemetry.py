@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from harness import TELEMETRY_SCHEMA, PrometheusSource, TelemetrySampler, TrtllmJsonSource
-from passport.server_stats import server_summary
+from passport.audit import server_summary
 from tests.conftest import REPO
 
 ENGINES = REPO / "tests" / "data" / "engines"

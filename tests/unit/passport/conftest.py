@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from passport import Passport
-from passport._model import (
+from passport.model import (
     CanaryInfo,
     ClientInfo,
     ClockInfo,

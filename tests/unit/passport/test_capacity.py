@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from passport.capacity import (
+from passport.judge import (
     Budget,
     GiB,
     KiB,

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from passport._run import request_params
-from passport._spec import parse_spec
+from passport.model import parse_spec
+from passport.run import request_params
 
 
 def _params(decoding: dict[str, Any], engine: str | None) -> dict[str, Any]:

@@ -6,8 +6,9 @@ from xml.etree import ElementTree
 import pytest
 
 from passport import Passport
-from passport._gate import GateError, evaluate_gate, junit_xml, load_gate_file, parse_condition
-from passport._model import Stat
+from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition
+from passport.model import Stat
+from passport.report import junit_xml
 
 
 @pytest.fixture

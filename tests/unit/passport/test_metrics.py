@@ -10,8 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA
-from passport.metrics import stat
-from passport.results import compute_results
+from passport.audit import compute_results, stat
 
 MS = 1_000_000
 

@@ -6,12 +6,11 @@ from pathlib import Path
 import pytest
 
 from passport import Passport, RunFolderError, read_passport
-from passport._model import SCHEMA_VERSION
-from passport._schema import SCHEMA_PATH, render_schema
+from passport.model import SCHEMA_PATH, SCHEMA_VERSION, render_schema
 
 
 def test_committed_json_schema_matches_the_model() -> None:
-    assert SCHEMA_PATH.read_text() == render_schema(), "run: python -m passport._schema"
+    assert SCHEMA_PATH.read_text() == render_schema(), "run: python -m passport.model"
 
 
 def test_schema_declares_the_four_parts() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pyarrow as pa
 
 from harness import TELEMETRY_SCHEMA
-from passport._plots import latency_cdfs, timeline
+from passport.report import latency_cdfs, timeline
 from tests.unit.passport.test_metrics import _chunks, _requests
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -8,7 +8,7 @@ from typing import Any
 import httpx
 
 from harness import ControlClient
-from passport._prefix_cache import apply_prefix_cache_policy
+from passport.run import apply_prefix_cache_policy
 
 
 def _control(answer: Callable[[httpx.Request], httpx.Response]) -> tuple[ControlClient, list[str]]:

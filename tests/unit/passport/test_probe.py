@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from harness import ControlClient
-from passport._probe import STANDARD_FIELDS, complete_identity, probe_endpoint
+from passport.run import STANDARD_FIELDS, complete_identity, probe_endpoint
 from tests.conftest import REPO
 
 FIXTURES = sorted((REPO / "tests" / "data" / "engines").glob("*.json"))

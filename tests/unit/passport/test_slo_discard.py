@@ -9,8 +9,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import REQUESTS_SCHEMA, TELEMETRY_SCHEMA
-from passport.declared import parse_discard_rule, parse_slo, write_declared
-from passport.results import compute_results
+from passport.audit import compute_results, parse_discard_rule, parse_slo, write_declared
 from tests.unit.passport.test_metrics import MS, _chunks, _requests
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from passport import SpecError, load_spec, parse_spec
-from passport._units import parse_duration_s
+from passport.audit import parse_duration_s
 
 DESIGN = Path(__file__).resolve().parents[4] / "shared" / "DESIGN.md"
 CANONICAL = """

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from passport._spec import SweepSpec
-from passport._sweep import LevelResult, _knee, _saturation
+from passport import judge
+from passport.judge import LevelResult
+from passport.model import SweepSpec
 
 
 def _level(load: float, thr: float, slo: bool | None, achieved: float | None = None) -> LevelResult:
@@ -14,20 +15,20 @@ def _level(load: float, thr: float, slo: bool | None, achieved: float | None = N
 
 def test_knee_is_the_top_of_the_unbroken_run_of_levels_meeting_the_slo() -> None:
     levels = [_level(1, 1.0, True), _level(2, 1.9, True), _level(4, 2.5, False), _level(8, 2.6, True)]
-    knee, note = _knee(levels, has_slo=True)
+    knee, note = judge.knee(levels, has_slo=True)
     assert knee == 2 and "higher levels 8 met it again" in note
-    assert _knee(levels, has_slo=False) == (None, "no SLO declared (add `slo:` to the spec to find the knee)")
-    assert _knee([_level(1, 1.0, False)], has_slo=True)[0] is None
+    assert judge.knee(levels, has_slo=False) == (None, "no SLO declared (add `slo:` to the spec to find the knee)")
+    assert judge.knee([_level(1, 1.0, False)], has_slo=True)[0] is None
 
 
 def test_concurrency_saturation_is_the_last_level_before_throughput_stops_growing() -> None:
     levels = [_level(1, 1.0, None), _level(2, 1.95, None), _level(4, 2.1, None), _level(8, 2.2, None)]
-    assert _saturation(SweepSpec(saturation_gain=0.1), "concurrency", levels)[0] == 2
-    assert _saturation(SweepSpec(saturation_gain=0.05), "concurrency", levels)[0] == 4
+    assert judge.saturation(SweepSpec(saturation_gain=0.1), "concurrency", levels)[0] == 2
+    assert judge.saturation(SweepSpec(saturation_gain=0.05), "concurrency", levels)[0] == 4
 
 
 def test_rate_saturation_is_the_first_level_that_cannot_keep_up() -> None:
     levels = [_level(10, 10, None, 1.0), _level(20, 19.5, None, 0.97), _level(40, 30, None, 0.75)]
-    assert _saturation(SweepSpec(), "rate", levels)[0] == 40
-    assert _saturation(SweepSpec(saturation_fraction=0.7), "rate", levels) == (
+    assert judge.saturation(SweepSpec(), "rate", levels)[0] == 40
+    assert judge.saturation(SweepSpec(saturation_fraction=0.7), "rate", levels) == (
         None, "every level kept up with its offered rate")

@@ -1,0 +1,52 @@
+"""Identity and capacity from the endpoint itself: detect the engine, then run its probe.
+
+A probe that fails (404, not JSON, unreachable) means "feature absent", never an error. Each
+field comes back as (value, via): the endpoint that said it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness._control import ControlClient
+from harness.engines._profile import ProbeContext
+from harness.engines._registry import detect, engine_of_fingerprint, profile
+
+__all__ = ["probe_identity", "fingerprint"]
+
+
+def fingerprint(control: ControlClient, model: str, api: str) -> str | None:
+    """`system_fingerprint` of a one-token, non-streamed request (untimed), or None."""
+    path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
+    body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
+    body.update({"messages": [{"role": "user", "content": "Hi"}]} if api == "chat" else {"prompt": "Hi"})
+    answer = control.get_json(path, method="POST", body=body)
+    value = (answer or {}).get("system_fingerprint")
+    return value if isinstance(value, str) else None
+
+
+def probe_identity(control: ControlClient, cards: list[dict[str, Any]], model_id: str, base_url: str,
+                   api: str = "chat") -> dict[str, tuple[Any, str]]:
+    """Every identity and capacity field the endpoint can tell, as {field: (value, via)}.
+
+    The fingerprint request goes to an unknown engine and to engines whose build shows only
+    there (never to a managed API, where it may cost)."""
+    card = next((c for c in cards if c.get("id") == model_id), {})
+    p = ProbeContext(control, card)
+    p.put("model.id", model_id, "/v1/models")
+    p.put("model.owned_by", card.get("owned_by"), "/v1/models")
+    engine, via = detect(control, card, base_url)
+    found = profile(engine)
+    if engine is None or (found is not None and found.probe_fingerprint):
+        p.fingerprint = fingerprint(control, model_id, api)
+        p.put("engine.fingerprint", p.fingerprint, "system_fingerprint of a 1-token request")
+    if engine is None and p.fingerprint:
+        engine, via = engine_of_fingerprint(p.fingerprint), "system_fingerprint"
+        found = profile(engine)
+    if engine is not None:
+        p.put("engine.name", engine, via)
+        if found is not None and found.probe is not None:
+            found.probe(p)
+    if "@" in model_id:  # transformers serve (and others) accept id@revision
+        p.put("model.revision", model_id.split("@", 1)[1], "/v1/models id@revision")
+    return p.fields

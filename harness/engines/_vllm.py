@@ -1,0 +1,88 @@
+"""vLLM: owned_by `vllm`; identity from /version, /v1/models, /server_info (dev mode) and the
+`vllm:cache_config_info` metric; prefix cache reset by POST /reset_prefix_cache (dev mode), else
+a per-run `cache_salt`; Prometheus /metrics; POST /tokenize; `structured_outputs` on /completions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness._control import ControlClient
+from harness.engines._common import OPENAI_STYLE_TOKENIZE, call_until_ok, prometheus_samples
+from harness.engines._profile import Api, EngineProfile, PrefixCacheRecord, ProbeContext, StructuredForm
+
+__all__ = ["PROFILE", "salted_reset"]
+
+
+def _probe(p: ProbeContext) -> None:
+    control, card = p.control, p.card
+    version = control.get_json("/version") or {}
+    p.put("engine.version", version.get("version"), "/version")
+    p.put("model.root", card.get("root"), "/v1/models")
+    p.put("model.max_context", card.get("max_model_len"), "/v1/models max_model_len")
+    info = control.get_json("/server_info?config_format=json") or {}  # dev mode only
+    config = info.get("vllm_config") or {}
+    if isinstance(config, dict) and config:
+        via = "/server_info (dev mode)"
+        model = config.get("model_config") or {}
+        cache = config.get("cache_config") or {}
+        parallel = config.get("parallel_config") or {}
+        p.put("model.revision", model.get("revision"), via)
+        p.put("model.dtype", model.get("dtype"), via)
+        p.put("model.quantization", model.get("quantization"), via)
+        p.put("engine.kv_cache_dtype", cache.get("cache_dtype"), via)
+        p.put("engine.prefix_caching", cache.get("enable_prefix_caching"), via)
+        p.put("engine.tensor_parallel_size", parallel.get("tensor_parallel_size"), via)
+        p.put("engine.speculative", config.get("speculative_config") or "none", via)
+    for s in prometheus_samples(control):
+        if s.name == "vllm:cache_config_info":
+            via = "/metrics vllm:cache_config_info"
+            p.put("engine.kv_cache_dtype", s.labels.get("cache_dtype"), via)
+            caching = s.labels.get("enable_prefix_caching")
+            p.put("engine.prefix_caching", None if caching is None else caching.lower() == "true", via)
+            blocks, size = s.labels.get("num_gpu_blocks"), s.labels.get("block_size")
+            if blocks and size and blocks.isdigit() and size.isdigit():
+                p.put("capacity.kv_tokens", int(blocks) * int(size), via + " num_gpu_blocks x block_size")
+            p.put("engine.gpu_memory_utilization", s.labels.get("gpu_memory_utilization"), via)
+
+
+def salted_reset(path: str, tries: int, needs: str) -> Any:
+    """A reset by `POST path` (tried `tries` times); when refused, a per-run `cache_salt` on every
+    request, so nothing cached before this run can match (vLLM and SGLang)."""
+
+    def reset(control: ControlClient, run_id: str, params: dict[str, Any]) -> PrefixCacheRecord:
+        status = call_until_ok(control, "POST", path, tries)
+        if status == 200:
+            return {"enforced": True, "method": f"POST {path}"}
+        params["cache_salt"] = f"passport-{run_id}"
+        return {"enforced": True, "method": f"cache_salt=passport-{run_id} on every request",
+                "reason": f"POST {path} answered {status} ({needs})"}
+
+    return reset
+
+
+def _structured(schema: dict[str, Any], api: Api) -> StructuredForm | None:
+    if api != "completions":
+        return None
+    return {"structured_outputs": {"json": schema}}, "structured_outputs.json (vLLM)"
+
+
+PROFILE = EngineProfile(
+    name="vllm",
+    owned_by=("vllm",),
+    probe=_probe,
+    ignore_eos=True,
+    structured_output=_structured,
+    reset_prefix_cache=salted_reset("/reset_prefix_cache", 1, "vLLM needs VLLM_SERVER_DEV_MODE=1"),
+    prometheus_path="/metrics",
+    series={
+        "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+        "requests_running": ("vllm:num_requests_running",),
+        "requests_waiting": ("vllm:num_requests_waiting",),
+        "preemptions_total": ("vllm:num_preemptions_total",),
+        "prefix_cache_queries_total": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+        "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+        "prompt_tokens_total": ("vllm:prompt_tokens_total",),
+        "generation_tokens_total": ("vllm:generation_tokens_total",),
+    },
+    tokenize=OPENAI_STYLE_TOKENIZE,
+)

@@ -1,0 +1,105 @@
+"""The auditor's arithmetic: every figure of a passport, recomputed from a run folder.
+
+Metric definitions (one record per id), results, the declarations frozen before the run (SLOs,
+discard rules, realized capacity), discards, SLO attainment, traffic figures, server telemetry,
+validity rules and `verify`. It needs numpy, pyarrow and the run folder only: importing it loads
+neither the load generator (harness, canaries, workloads) nor pydantic, matplotlib or psutil
+(tests/unit/audit/test_imports.py checks `sys.modules`). It does not send requests, render
+reports or decide comparisons (that is `passport.judge`).
+
+    from passport.audit import compute_results, verify_run
+    verify_run(Path("results/my-run"))          # [] when every figure is reproduced
+"""
+
+from passport.audit._declared import (
+    DECLARED_FILE,
+    SLO_METRICS,
+    SLO_STATS,
+    Declarations,
+    DiscardRule,
+    SloTarget,
+    parse_discard_rule,
+    parse_slo,
+    read_declared,
+    write_declared,
+)
+from passport.audit._files import RAW_FILES, file_entries, load_table, sha256_bytes, sha256_file
+from passport.audit._metrics import (
+    METRICS,
+    PERCENTILES,
+    REQUEST_LATENCY_IDS,
+    SUCCESS_OUTCOMES,
+    MetricDef,
+    MetricKind,
+    itl_gaps_by_request,
+    numeric_column,
+    object_column,
+    request_latencies,
+    stat,
+)
+from passport.audit._results import compute_results, per_request_samples
+from passport.audit._server_stats import server_summary
+from passport.audit._types import (
+    CanaryFigures,
+    Distribution,
+    ResultsFigures,
+    RuleFigures,
+    StatFigures,
+    ValidityLimits,
+    Verdict,
+)
+from passport.audit._units import parse_duration_s, parse_fraction
+from passport.audit._validity import RunFacts, count_outcomes, evaluate, offered_and_achieved_rates, verdict_of
+from passport.audit._verify import diff_values, read_passport_json, verify_run
+from passport.audit._versions import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
+
+__all__ = [
+    "DECLARED_FILE",
+    "METRICS",
+    "PERCENTILES",
+    "RAW_FILES",
+    "REQUEST_LATENCY_IDS",
+    "SCHEMA_VERSION",
+    "SLO_METRICS",
+    "SLO_STATS",
+    "SUCCESS_OUTCOMES",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "CanaryFigures",
+    "Declarations",
+    "Distribution",
+    "DiscardRule",
+    "MetricDef",
+    "MetricKind",
+    "ResultsFigures",
+    "RuleFigures",
+    "RunFacts",
+    "SloTarget",
+    "StatFigures",
+    "ValidityLimits",
+    "Verdict",
+    "compute_results",
+    "count_outcomes",
+    "diff_values",
+    "evaluate",
+    "file_entries",
+    "itl_gaps_by_request",
+    "load_table",
+    "numeric_column",
+    "object_column",
+    "offered_and_achieved_rates",
+    "parse_discard_rule",
+    "parse_duration_s",
+    "parse_fraction",
+    "parse_slo",
+    "per_request_samples",
+    "read_declared",
+    "read_passport_json",
+    "request_latencies",
+    "server_summary",
+    "sha256_bytes",
+    "sha256_file",
+    "stat",
+    "verdict_of",
+    "verify_run",
+    "write_declared",
+]

@@ -1,0 +1,207 @@
+"""Metric definitions and the primitives that compute them from a run folder's Parquet files.
+
+This module is the one place a metric is defined. Each id has a version, a unit and a one-line
+definition; the functions here turn `requests.parquet` and `chunks.parquet` (or their `.parts/`
+folders, if a run was killed) into per-request samples and summaries. `compute_results`
+assembles a passport's `results` from them. numpy and pyarrow only, so an auditor can run it
+without the load generator or an endpoint.
+
+Conventions:
+- Only requests with `phase == "measure"` count; warm-up requests never do.
+- Success = outcome `ok` or `truncated`; every other outcome is a failure.
+- Latencies are in seconds; success-only stats use successful requests that have the event;
+  failure-inclusive stats add each failed request as +infinity.
+- Each repetition's window runs from its first measured `sent_ns` to its last measured
+  `end_ns`; rates are per window, summarized over repetitions.
+- Percentiles: numpy's 'linear' method (Hyndman-Fan type 7). 95 % confidence intervals of
+  percentiles from binomial order statistics (exact, distribution-free).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from passport.audit._types import StatFigures
+
+__all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "SUCCESS_OUTCOMES",
+           "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
+           "REQUEST_LATENCY_IDS"]
+
+SUCCESS_OUTCOMES = ("ok", "truncated")
+PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+
+
+MetricKind = Literal["latency", "rate", "level"]
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """A metric id: `kind` is latency (per-request or per-gap samples), rate or level."""
+
+    id: str
+    version: int
+    unit: str
+    kind: MetricKind
+    definition: str
+    failure_inclusive: bool = False
+
+
+_DEFS = [
+    MetricDef("ttft.any", 1, "s", "latency",
+              "first chunk carrying a generated token of any kind (content, reasoning, tool call) "
+              "minus sent; role-only, empty and keep-alive events never count", True),
+    MetricDef("ttft.content", 1, "s", "latency", "first chunk carrying content text minus sent", True),
+    MetricDef("ttft.any.sched", 1, "s", "latency",
+              "ttft.any measured from the intended send time (coordinated-omission-aware)", True),
+    MetricDef("ttft.content.sched", 1, "s", "latency", "ttft.content measured from the intended send time", True),
+    MetricDef("itl.chunk", 1, "s", "latency",
+              "gaps between consecutive token-bearing chunks of a request, pooled over requests"),
+    MetricDef("tpot", 1, "s", "latency",
+              "(last token - first token) / (completion tokens - 1), per request with >= 2 tokens"),
+    MetricDef("e2e", 1, "s", "latency", "end (last byte) minus sent", True),
+    MetricDef("e2e.sched", 1, "s", "latency", "end minus intended send time", True),
+    MetricDef("dispatch_lag", 1, "s", "latency",
+              "sent minus intended, less the new connection's setup time (connect_ns, the server's "
+              "accept, which *.sched metrics keep): how late the harness itself sent (open loop: "
+              "deadline; closed loop: user free)"),
+    MetricDef("throughput.output_tokens_per_s", 1, "tokens/s", "rate",
+              "completion tokens of successful measured requests / window duration"),
+    MetricDef("throughput.total_tokens_per_s", 1, "tokens/s", "rate",
+              "prompt + completion tokens of successful measured requests / window duration"),
+    MetricDef("throughput.requests_per_s", 1, "requests/s", "rate",
+              "successful measured requests / window duration"),
+    MetricDef("goodput.requests_per_s", 1, "requests/s", "rate",
+              "measured requests that succeeded and met every declared SLO target / window duration "
+              "(only when the spec declares `slo`)"),
+    MetricDef("goodput.output_tokens_per_s", 1, "tokens/s", "rate",
+              "completion tokens of the requests counted by goodput.requests_per_s / window duration"),
+    MetricDef("concurrency", 1, "requests", "level",
+              "requests in flight (sent..end, any phase) over the window: mean is time-weighted, "
+              "max is the peak"),
+]
+METRICS: dict[str, MetricDef] = {d.id: d for d in _DEFS}
+
+_LATENCY_COLUMNS = {
+    "ttft.any": ("first_token_ns", "sent_ns"),
+    "ttft.content": ("first_content_ns", "sent_ns"),
+    "ttft.any.sched": ("first_token_ns", "intended_ns"),
+    "ttft.content.sched": ("first_content_ns", "intended_ns"),
+    "e2e": ("end_ns", "sent_ns"),
+    "e2e.sched": ("end_ns", "intended_ns"),
+}
+REQUEST_LATENCY_IDS = tuple(_LATENCY_COLUMNS)  # one value per request, from two timestamps
+
+
+def numeric_column(table: pa.Table, name: str) -> np.ndarray:
+    """A column as float64 with NaN for null (ns fit exactly below 2**53, i.e. 104 days)."""
+    column = table.column(name)
+    return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
+
+
+def object_column(table: pa.Table, name: str) -> np.ndarray:
+    """A column as a numpy object array (strings, booleans; None for null), for comparisons."""
+    return np.array(table.column(name).to_pylist(), dtype=object)
+
+
+def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | None:
+    """0-based ranks (lo, hi) bracketing quantile q with >= `level` coverage, or None."""
+    if n < 2:
+        return None
+    k = np.arange(n + 1)
+    logpmf = (
+        np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
+        + k * math.log(q) + (n - k) * math.log1p(-q)
+    )
+    cdf = np.cumsum(np.exp(logpmf))
+    alpha = (1.0 - level) / 2.0
+    lo = int(np.searchsorted(cdf, alpha, side="left"))  # P(B < lo+1) >= alpha
+    hi = int(np.searchsorted(cdf, 1.0 - alpha, side="left")) + 1
+    if lo < 1 or hi > n:
+        return None
+    return lo - 1, hi - 1
+
+
+def _percentile(sorted_values: np.ndarray, pct: float) -> float | None:
+    """Linear interpolation between order statistics (numpy 'linear'); None if it touches +inf."""
+    rank = pct / 100.0 * (len(sorted_values) - 1)
+    lo, hi = math.floor(rank), math.ceil(rank)
+    a, b = sorted_values[lo], sorted_values[hi]
+    if not np.isfinite(b if rank > lo else a):
+        return None
+    return float(a) if rank == lo else float(a + (b - a) * (rank - lo))
+
+
+def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> StatFigures:
+    """Summary of finite `samples` plus `n_failed` failures counted as +infinity."""
+    values = np.sort(samples[np.isfinite(samples)])
+    n = len(values) + n_failed
+    out: dict[str, Any] = {"n": int(n)}
+    if n_failed:
+        out["n_failed"] = int(n_failed)
+    if n == 0:
+        return cast(StatFigures, out)
+    full = np.concatenate([values, np.full(n_failed, np.inf)]) if n_failed else values
+    if n_failed:  # the mean, spread and maximum of a set holding +inf are undefined
+        out.update(mean=None, std=None, max=None)
+    else:
+        out["mean"] = float(values.mean())
+        out["std"] = float(values.std(ddof=1)) if n > 1 else 0.0
+        out["max"] = float(values[-1])
+    out["min"] = float(full[0]) if np.isfinite(full[0]) else None
+    for key, pct in PERCENTILES.items():
+        out[key] = _percentile(full, pct)
+    if with_ci:
+        ci: dict[str, list[float] | None] = {}
+        for key in ("p50", "p90", "p95", "p99"):
+            ranks = _binomial_ci(n, PERCENTILES[key] / 100.0)
+            if ranks is None or not np.isfinite(full[ranks[1]]):
+                ci[key] = None
+            else:
+                ci[key] = [float(full[ranks[0]]), float(full[ranks[1]])]
+        out["ci95"] = ci
+    return cast(StatFigures, out)
+
+
+def stat_value(figures: StatFigures, key: str) -> float | None:
+    """One statistic of a summary by name (`p99`, `max`, ...), or None when it has no value."""
+    value = cast(dict[str, Any], figures).get(key)
+    return None if value is None else float(value)
+
+
+def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
+    """Each per-request latency metric, in seconds, one value per row of `requests` (NaN where
+    the event never happened): the `*.sched`, `ttft.*` and `e2e` ids, `tpot` and `dispatch_lag`."""
+    out = {
+        metric_id: (numeric_column(requests, end_col) - numeric_column(requests, start_col)) / 1e9
+        for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items()
+    }
+    connect = np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0)
+    out["dispatch_lag"] = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")
+                           - connect) / 1e9
+    completion = numeric_column(requests, "completion_tokens")
+    first_tok, last_tok = numeric_column(requests, "first_token_ns"), numeric_column(requests, "last_token_ns")
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out["tpot"] = np.where(completion > 1, (last_tok - first_tok) / (completion - 1) / 1e9, np.nan)
+    return out
+
+
+def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dict[int, np.ndarray]:
+    """`itl.chunk` samples by request: for each of `request_ids` that streamed tokens, the gaps in
+    seconds between its consecutive token-bearing chunks (in ascending request id order)."""
+    if chunks is None or not chunks.num_rows:
+        return {}
+    c_rid = numeric_column(chunks, "request_id")
+    mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
+    mask &= np.isin(c_rid, request_ids)
+    c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
+    order = np.lexsort((c_seq, c_rid))
+    c_rid, c_t = c_rid[order], c_t[order]
+    starts = np.flatnonzero(np.r_[True, c_rid[1:] != c_rid[:-1]]) if len(c_rid) else np.zeros(0, dtype=np.int64)
+    ends = np.r_[starts[1:], len(c_rid)].astype(np.int64)
+    return {int(c_rid[a]): np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())}

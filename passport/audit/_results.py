@@ -1,0 +1,295 @@
+"""A passport's `results`, recomputed from the run folder's raw files and declarations.
+
+`compute_results(run_dir)` is the one function that produces the figures, at the end of a run
+and again in `passport verify`: it reads `requests`, `chunks` and `telemetry` Parquet (or their
+`.parts/`), `engine.log`, `declared.json` and `canaries.parquet` (for the `canary_failed`
+discard rule), nothing else. numpy and pyarrow only.
+
+Conventions (the metric definitions themselves are in `_metrics.py`):
+- Only requests with `phase == "measure"` count; warm-up requests never do, nor do the requests
+  of a repetition discarded by a pre-registered rule (`_discard.py`).
+- Success = outcome `ok` or `truncated`; every other outcome is a failure.
+- Latencies are in seconds; success-only stats use successful requests that have the event;
+  failure-inclusive stats add each failed request as +infinity.
+- Each repetition's window runs from its first measured `sent_ns` to its last measured
+  `end_ns`; rates (throughput, goodput) are per window, summarized over repetitions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from passport.audit._declared import Declarations, read_declared
+from passport.audit._discard import RepetitionData, evaluate_discards
+from passport.audit._files import load_table
+from passport.audit._metrics import (
+    METRICS,
+    REQUEST_LATENCY_IDS,
+    SUCCESS_OUTCOMES,
+    itl_gaps_by_request,
+    numeric_column,
+    object_column,
+    request_latencies,
+    stat,
+)
+from passport.audit._server_stats import server_summary
+from passport.audit._slo import requests_meeting, target_results
+from passport.audit._traffic import traffic_results
+from passport.audit._types import (
+    CacheUsageFigures,
+    ClientFigures,
+    DiscardFigures,
+    PeakMemoryFigures,
+    ResultsFigures,
+    ServerFigures,
+    SloFigures,
+    StatFigures,
+    WindowFigures,
+)
+
+__all__ = ["compute_results", "per_request_samples", "RunData", "read_run"]
+
+_NO_PEAK = ("no engine process was launched by the harness and no GPU memory was sampled (NVML, a DCGM "
+            "exporter or TRT-LLM's /metrics)")
+
+
+def _rate_stat(values: list[float]) -> StatFigures:
+    arr = np.array(values, dtype=np.float64)
+    arr = arr[np.isfinite(arr)]
+    if not len(arr):
+        return {"n": 0}
+    return {"n": int(len(arr)), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
+            "min": float(arr.min()), "max": float(arr.max())}
+
+
+def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[float, int]:
+    """Time-weighted mean and max of overlapping [start, end) intervals within [lo, hi]."""
+    starts, ends = np.clip(starts, lo, hi), np.clip(ends, lo, hi)
+    keep = ends > starts
+    times = np.concatenate([starts[keep], ends[keep]])
+    steps = np.concatenate([np.ones(keep.sum()), -np.ones(keep.sum())])
+    order = np.lexsort((steps, times))  # at equal times, ends (-1) before starts
+    times, steps = times[order], steps[order]
+    level = np.cumsum(steps)
+    if not len(times) or hi <= lo:
+        return 0.0, 0
+    area = float(np.sum(level[:-1] * np.diff(times)))
+    return area / (hi - lo), int(level.max())
+
+
+def _engine_log(run_dir: Path) -> str:
+    path = run_dir / "engine.log"
+    return path.read_text(errors="replace") if path.is_file() else ""
+
+
+@dataclass(frozen=True)
+class RunData:
+    """A run folder read once, with the masks every figure uses (one entry per request row)."""
+
+    requests: pa.Table
+    telemetry: pa.Table | None
+    declared: Declarations
+    latencies: dict[str, np.ndarray]
+    gaps_by_request: dict[int, np.ndarray]
+    request_ids: np.ndarray
+    repetition: np.ndarray
+    success: np.ndarray
+    measured: np.ndarray  # measure phase, repetition not discarded
+    discard: DiscardFigures
+
+    @property
+    def ok_measured(self) -> np.ndarray:
+        both: np.ndarray = self.measured & self.success
+        return both
+
+    @property
+    def n_failed(self) -> int:
+        return int((self.measured & ~self.success).sum())
+
+
+def read_run(run_dir: Path) -> RunData:
+    """Read the raw files and apply the pre-registered discard rules (see the module docstring)."""
+    run_dir = Path(run_dir)
+    requests = load_table(run_dir, "requests")
+    if requests is None:
+        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
+    telemetry = load_table(run_dir, "telemetry")
+    declared = read_declared(run_dir)
+    rep = numeric_column(requests, "repetition")
+    request_ids = numeric_column(requests, "request_id")
+    latencies = request_latencies(requests)
+    success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
+    gaps = itl_gaps_by_request(load_table(run_dir, "chunks"), request_ids[success])
+    discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
+                                                         gaps, load_table(run_dir, "canaries")))
+    discarded = [d["repetition"] for d in discard["discarded"]]
+    measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded)
+    return RunData(requests, telemetry, declared, latencies, gaps, request_ids, rep, success, measured, discard)
+
+
+def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, StatFigures]]:
+    """(success-only, failure-inclusive) latency statistics: per-request metrics and itl.chunk."""
+    ok_m, n_failed, latencies = run.ok_measured, run.n_failed, run.latencies
+    metrics: dict[str, StatFigures] = {}
+    inclusive: dict[str, StatFigures] = {}
+    for metric_id in REQUEST_LATENCY_IDS:
+        metrics[metric_id] = stat(latencies[metric_id][ok_m])
+        if METRICS[metric_id].failure_inclusive:
+            inclusive[metric_id] = stat(latencies[metric_id][ok_m], n_failed)
+    lag = latencies["dispatch_lag"]
+    metrics["dispatch_lag"] = stat(lag[run.measured & np.isfinite(lag)])
+    metrics["tpot"] = stat(latencies["tpot"][ok_m])
+    metrics["itl.chunk"] = stat(_pooled_itl(run))
+    return metrics, inclusive
+
+
+def _pooled_itl(run: RunData) -> np.ndarray:
+    ok_ids = set(run.request_ids[run.ok_measured].tolist())
+    gaps = [g for rid, g in run.gaps_by_request.items() if rid in ok_ids]
+    return np.concatenate(gaps) if gaps else np.zeros(0)
+
+
+def _window_rates(run: RunData, meets: np.ndarray | None) -> tuple[list[WindowFigures], dict[str, StatFigures]]:
+    """Each repetition's window, and the rates (throughput, goodput, concurrency) over them."""
+    requests, measured, ok_m, rep = run.requests, run.measured, run.ok_measured, run.repetition
+    completion, prompt = numeric_column(requests, "completion_tokens"), numeric_column(requests, "prompt_tokens")
+    sent, end = numeric_column(requests, "sent_ns"), numeric_column(requests, "end_ns")
+    windows: list[WindowFigures] = []
+    rate_ids = ["throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s"]
+    if meets is not None:
+        rate_ids += ["goodput.requests_per_s", "goodput.output_tokens_per_s"]
+    rates: dict[str, list[float]] = {k: [] for k in rate_ids}
+    conc_means: list[float] = []
+    conc_max = 0
+    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
+        in_rep = rep == r
+        m = measured & in_rep & np.isfinite(sent)
+        if not m.any():
+            windows.append({"repetition": r, "start_ns": None, "end_ns": None, "duration_s": None,
+                            "measured_requests": 0})
+            continue
+        lo, hi = float(np.nanmin(sent[m])), float(np.nanmax(end[m]))
+        duration_s = (hi - lo) / 1e9
+        windows.append({"repetition": r, "start_ns": int(lo), "end_ns": int(hi), "duration_s": duration_s,
+                        "measured_requests": int((measured & in_rep).sum())})
+        good = ok_m & in_rep
+        if duration_s > 0:
+            rates["throughput.output_tokens_per_s"].append(float(np.nansum(completion[good])) / duration_s)
+            rates["throughput.total_tokens_per_s"].append(
+                float(np.nansum(completion[good]) + np.nansum(prompt[good])) / duration_s)
+            rates["throughput.requests_per_s"].append(float(good.sum()) / duration_s)
+            if meets is not None:
+                met = meets & in_rep
+                rates["goodput.requests_per_s"].append(float(met.sum()) / duration_s)
+                rates["goodput.output_tokens_per_s"].append(float(np.nansum(completion[met])) / duration_s)
+        valid = in_rep & np.isfinite(sent) & np.isfinite(end)
+        mean_c, max_c = _time_weighted(sent[valid], end[valid], lo, hi)
+        conc_means.append(mean_c)
+        conc_max = max(conc_max, max_c)
+    metrics = {key: _rate_stat(values) for key, values in rates.items()}
+    metrics["concurrency"] = _rate_stat(conc_means)
+    if conc_means:
+        metrics["concurrency"]["max"] = float(conc_max)
+    return windows, metrics
+
+
+def _slo_figures(run: RunData, meets: np.ndarray) -> SloFigures:
+    targets = target_results(run.declared.slo, run.latencies, run.ok_measured, run.n_failed, _pooled_itl(run))
+    n_measured = int(run.measured.sum())
+    return {"targets": targets, "met": all(t["met"] for t in targets), "requests_meeting": int(meets.sum()),
+            "requests_measured": n_measured, "attainment": float(meets.sum()) / n_measured if n_measured else None}
+
+
+def _cache_usage(run: RunData) -> CacheUsageFigures | None:
+    """Cached prompt tokens as usage reported them, over successful measured requests."""
+    cached = numeric_column(run.requests, "cached_tokens")[run.ok_measured]
+    reporting = np.isfinite(cached)
+    if not reporting.any():
+        return None
+    prompt_ok = numeric_column(run.requests, "prompt_tokens")[run.ok_measured]
+    total_prompt = float(np.nansum(prompt_ok[reporting]))
+    return {"requests_reporting": int(reporting.sum()), "cached_tokens": int(np.nansum(cached)),
+            "share_of_prompt_tokens": float(np.nansum(cached)) / total_prompt if total_prompt else None}
+
+
+def _process_figures(telemetry: pa.Table | None, server: ServerFigures | None,
+                     dispatch_p99_s: float | None) -> tuple[PeakMemoryFigures, int | None, ClientFigures]:
+    """(peak memory, engine restarts, the client's own figures) from telemetry.parquet."""
+    peak: PeakMemoryFigures = {"value_bytes": None, "source": None, "reason": _NO_PEAK}
+    cpu_mean = cpu_max = lag_p99 = None
+    restarts = None
+    if telemetry is not None and telemetry.num_rows:
+        source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
+        value = numeric_column(telemetry, "value")
+        rss = value[(source == "engine") & (name == "rss_bytes")]
+        if server is not None and server["gpu_memory_peak_bytes"] is not None:
+            peak = {"value_bytes": server["gpu_memory_peak_bytes"],
+                    "source": f"GPU memory used ({server['gpu_source']})", "reason": None}
+        elif len(rss):
+            peak = {"value_bytes": int(rss.max()), "source": "engine process tree RSS (psutil)", "reason": None}
+        if ((source == "engine") & (name == "launched")).any():
+            restarts = int(((source == "engine") & (name == "exit")).sum())
+        cpu = value[(source == "client") & (name == "cpu_share")]
+        if len(cpu):
+            cpu_mean, cpu_max = float(cpu.mean()), float(cpu.max())
+        loop_lag = value[(source == "client") & (name == "loop_lag_ms")]
+        if len(loop_lag):
+            lag_p99 = float(np.percentile(loop_lag, 99))
+    client: ClientFigures = {"cpu_share_mean": cpu_mean, "cpu_share_max": cpu_max, "loop_lag_p99_ms": lag_p99,
+                             "dispatch_lag_p99_ms": None if dispatch_p99_s is None else dispatch_p99_s * 1000.0}
+    return peak, restarts, client
+
+
+def compute_results(run_dir: Path) -> ResultsFigures:
+    """Every figure of `results` (see `_types.py`), recomputed from the raw files."""
+    run = read_run(run_dir)
+    metrics, inclusive = _latency_metrics(run)
+    meets = None
+    if run.declared.slo:
+        meets = requests_meeting(run.declared.slo, run.latencies, run.success, run.gaps_by_request,
+                                 run.request_ids) & run.measured
+    windows, rates = _window_rates(run, meets)
+    metrics.update(rates)
+    outcome = object_column(run.requests, "outcome")
+    outcomes = {str(k): int(v) for k, v in zip(*np.unique(outcome[run.measured].astype(str), return_counts=True))}
+    spans = [(float(w["start_ns"]), float(w["end_ns"])) for w in windows
+             if w["start_ns"] is not None and w["end_ns"] is not None]
+    server = server_summary(run.telemetry, spans)
+    peak, restarts, client = _process_figures(run.telemetry, server, metrics["dispatch_lag"].get("p99"))
+    return {
+        "metrics": metrics,
+        "metrics_failure_inclusive": inclusive,
+        "outcomes": outcomes,
+        "windows": windows,
+        "peak_memory": peak,
+        "engine_restarts": restarts,
+        "client": client,
+        "server": server,
+        "prefix_cache_usage": _cache_usage(run),
+        "slo": None if meets is None else _slo_figures(run, meets),
+        "discard": run.discard if run.discard["rules"] else None,
+        **traffic_results(run.requests, run.measured, run.latencies),
+    }
+
+
+def per_request_samples(run_dir: Path, discarded: list[int],
+                        metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
+    """Samples of each successful measured request by metric id, as the results count them: one
+    value per request, or for `itl.chunk` its array of gaps (requests without the event omitted)."""
+    requests = load_table(Path(run_dir), "requests")
+    if requests is None:
+        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
+    keep = ((object_column(requests, "phase") == "measure")
+            & ~np.isin(numeric_column(requests, "repetition"), discarded)
+            & np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES))
+    latencies = request_latencies(requests)
+    samples = {metric: [np.array([v]) for v in latencies[metric][keep] if np.isfinite(v)]
+               for metric in metric_ids if metric != "itl.chunk"}
+    if "itl.chunk" in metric_ids:
+        ids = numeric_column(requests, "request_id")[keep]
+        samples["itl.chunk"] = list(itl_gaps_by_request(load_table(Path(run_dir), "chunks"), ids).values())
+    return samples

@@ -1,0 +1,302 @@
+"""Validity rules: each PASS/FAIL/WARN/SKIP with the measured value, its threshold and a remedy.
+
+The verdict: HOLD if canaries failed and the run was not forced (no timed request was sent);
+INCOMPLETE if the run did not finish; INVALID if any rule FAILs; else VALID. WARN and SKIP
+never change the verdict, but the report lists them as caveats. Thresholds come from the spec's
+`validity` section, declared before the run and echoed in the protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
+
+__all__ = ["RunFacts", "evaluate", "verdict_of", "count_outcomes", "offered_and_achieved_rates", "RULES"]
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the rules need besides the results: how the run went and what was declared."""
+
+    complete: bool
+    incomplete_reason: str | None
+    open_loop: bool
+    launched_engine: bool
+    git_dirty: bool | None
+    exact_lengths: bool
+    canaries: CanaryFigures
+    forced: bool
+    context_needed_tokens: int | None = None
+    context_capacity_tokens: int | None = None
+    capacity_source: str | None = None
+    tokenizer_check: dict[str, Any] | None = None
+    offered_rate_per_s: float | None = None
+    achieved_rate_per_s: float | None = None
+
+
+def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
+    """Rows of measured requests, leaving out repetitions discarded by a pre-registered rule."""
+    phase = object_column(requests, "phase")
+    measured: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
+    return measured
+
+
+def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[str, int | None]:
+    """Failure counts kept apart (measured requests only); None = not checked by this run."""
+    outcome = object_column(requests, "outcome")
+    kinds = object_column(requests, "timeout_kind")
+    m = _measured(requests, discarded)
+    target = object_column(requests, "max_tokens_is_target")
+    completion = numeric_column(requests, "completion_tokens")
+    wanted = numeric_column(requests, "max_tokens")
+    ok = m & np.isin(outcome, SUCCESS_OUTCOMES)
+    short = ok & (target == True) & (completion < wanted)  # noqa: E712 (object array)
+    counts: dict[str, int | None] = {
+        "measured": int(m.sum()),
+        "succeeded": int(ok.sum()),
+        "rejections": int((m & (outcome == "rejected")).sum()),
+        "truncations": int((m & (outcome == "truncated")).sum()),
+        "short_outputs": int(short.sum()),
+        "http_errors": int((m & (outcome == "http_error")).sum()),
+        "stream_errors": int((m & (outcome == "stream_error")).sum()),
+        "client_errors": int((m & (outcome == "client_error")).sum()),
+    }
+    for kind in ("connect", "first_byte", "stall", "total"):
+        counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
+    has_checks = "check_result" in requests.column_names
+    checked = object_column(requests, "check_result") if has_checks else np.full(len(m), None, dtype=object)
+    asked_kind = object_column(requests, "check") if has_checks else np.full(len(m), None, dtype=object)
+    for name, category, check_kind in (("schema_failures", "schema_failure", "json_schema"),
+                                       ("tool_failures", "tool_failure", "tool_call")):
+        asked = m & (asked_kind == check_kind)
+        counts[name] = int((asked & (checked == category)).sum()) if asked.any() else None
+    counts["wrong_answers"] = None
+    return counts
+
+
+def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
+          recommendation: str | None = None, soft: bool = False) -> RuleFigures:
+    status: RuleStatus = "PASS" if passed else ("WARN" if soft else "FAIL")
+    return {"name": name, "status": status, "measured": measured, "threshold": threshold, "message": message,
+            "recommendation": None if passed else recommendation}
+
+
+def _note(name: str, status: RuleStatus, message: str, measured: Any = None) -> RuleFigures:
+    """A rule that could not be judged (SKIP) or needs no threshold."""
+    return {"name": name, "status": status, "measured": measured, "threshold": None, "message": message,
+            "recommendation": None}
+
+
+def offered_and_achieved_rates(requests: pa.Table,
+                               discarded: Sequence[int] = ()) -> tuple[float | None, float | None]:
+    """Measured requests: (scheduled arrivals per s over their intended span, successful
+    completions per s over their end span). A server that keeps up completes as fast as it is
+    offered; one that saturates stretches the completions. Per repetition, then averaged."""
+    measured = _measured(requests, discarded)
+    outcome = object_column(requests, "outcome")
+    rep = object_column(requests, "repetition")
+    intended = numeric_column(requests, "intended_ns")
+    end = numeric_column(requests, "end_ns")
+    offered, achieved = [], []
+    for r in set(rep[measured].tolist()):
+        m = measured & (rep == r)
+        ok = m & np.isin(outcome, SUCCESS_OUTCOMES) & np.isfinite(end)
+        if m.sum() < 3 or ok.sum() < 3:
+            continue
+        span_i, span_e = np.nanmax(intended[m]) - np.nanmin(intended[m]), end[ok].max() - end[ok].min()
+        if span_i > 0 and span_e > 0:
+            offered.append((m.sum() - 1) / (span_i / 1e9))
+            achieved.append((ok.sum() - 1) / (span_e / 1e9))
+    if not offered:
+        return None, None
+    return float(np.mean(offered)), float(np.mean(achieved))
+
+
+def _run_complete(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    return [_rule("run_complete", f.complete, "complete" if f.complete else "incomplete", "complete",
+                  "the run finished its schedule" if f.complete else f"the run stopped early: {f.incomplete_reason}",
+                  "rerun to completion; the partial results cover only what was sent")]
+
+
+def _canaries(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    canary = f.canaries
+    if canary["status"] == "not_run":
+        return [_note("canaries", "SKIP", f"suite {canary['suite']!r} not run: {canary['reason']}")]
+    failed = "; ".join(f"{x['case_id']} ({x['kind']}): {x['reason']}" for x in canary["failures"])
+    out = [_rule("canaries", canary["status"] == "passed", canary["status"], "passed",
+                 f"canary suite {canary['suite']!r}: {canary['reason']}" + (f": {failed}" if failed else "")
+                 + (" (timed anyway: --force)" if canary["forced"] else ""),
+                 "fix the engine's correctness before timing it; canaries.parquet has each case's request "
+                 "and raw response")]
+    under_load = canary["under_load"]
+    if under_load is not None:
+        failed_cases = "; ".join(f"{x['case_id']}: {x['reason']}" for x in under_load["failures"][:5])
+        out.append(_rule(
+            "canaries_under_load", under_load["n_failed"] == 0, under_load["n_failed"], 0,
+            f"{under_load['n_failed']} of {under_load['n_cases']} canary cases sampled during the timed run failed"
+            + (f": {failed_cases}" if failed_cases else ""),
+            "the engine answered correctly when idle but not under this load: its speed here is not usable"))
+    return out
+
+
+def _completed_and_errors(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
+                          lim: ValidityLimits) -> list[RuleFigures]:
+    measured, succeeded = c["measured"] or 0, c["succeeded"] or 0
+    error_rate = (measured - succeeded) / measured if measured else 0.0
+    timeouts = sum(v or 0 for k, v in c.items() if k.startswith("timeouts_"))
+    return [
+        _rule("min_completed_requests", succeeded >= lim["min_completed_requests"], succeeded,
+              lim["min_completed_requests"], f"{succeeded} measured requests succeeded",
+              "lengthen load.measure or fix the failures below"),
+        _rule("error_rate", error_rate <= lim["max_error_rate"], round(error_rate, 6), lim["max_error_rate"],
+              f"{measured - succeeded} of {measured} measured requests failed "
+              f"(rejected {c['rejections']}, http {c['http_errors']}, stream {c['stream_errors']}, "
+              f"timeouts {timeouts}, client {c['client_errors']})",
+              "lower the load, raise timeouts, or inspect requests.parquet `error` for the cause"),
+    ]
+
+
+def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    client = r["client"]
+    lag = client["dispatch_lag_p99_ms"]
+    if lag is None:
+        out = [_note("dispatch_lag", "SKIP", "no request was sent")]
+    else:
+        out = [_rule("dispatch_lag", lag <= lim["max_dispatch_lag_p99_ms"], round(lag, 3),
+                     lim["max_dispatch_lag_p99_ms"], f"p99 send lag behind the intended time {lag:.3f} ms",
+                     "the harness fell behind its schedule: lower the rate or the in-flight cap, or shard the "
+                     "client")]
+    cpu_max, loop_lag = client["cpu_share_max"], client["loop_lag_p99_ms"]
+    if cpu_max is None or loop_lag is None:
+        return out + [_note("client_not_bound", "SKIP", "no client samples")]
+    bound = cpu_max > lim["max_client_cpu_share"] or loop_lag > lim["max_loop_lag_p99_ms"]
+    return out + [_rule(
+        "client_not_bound", not bound, f"cpu {cpu_max:.2f}, loop lag p99 {loop_lag:.2f} ms",
+        f"cpu <= {lim['max_client_cpu_share']}, loop lag p99 <= {lim['max_loop_lag_p99_ms']} ms",
+        "the client's own CPU and event-loop lag stayed within bounds" if not bound
+        else "the client was busy enough to distort timings",
+        "run the harness on a quieter machine, lower the load, or shard streams across processes")]
+
+
+def _achieved_rate(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    if not f.open_loop:
+        return []
+    offered, achieved = f.offered_rate_per_s, f.achieved_rate_per_s
+    if offered is None or achieved is None:
+        return [_note("achieved_rate", "SKIP", "too few measured requests")]
+    fraction = achieved / offered
+    return [_rule("achieved_rate", fraction >= lim["min_achieved_rate_fraction"], round(fraction, 4),
+                  lim["min_achieved_rate_fraction"],
+                  f"completions came at {achieved:.3f} req/s while the schedule offered {offered:.3f} req/s",
+                  "the server did not keep up with the offered load: the latencies include queueing; "
+                  "lower load.rate_per_s to measure below saturation")]
+
+
+def _engine(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    out = []
+    if f.launched_engine:
+        restarts = r["engine_restarts"] or 0
+        out.append(_rule("engine_alive", restarts == 0, restarts, 0,
+                         "the launched engine stayed up" if restarts == 0 else
+                         f"the launched engine exited {restarts} time(s) during the run",
+                         "see engine.log in the run folder"))
+    needed, realized = f.context_needed_tokens, f.context_capacity_tokens
+    if realized is None:
+        out.append(_note("context_capacity", "SKIP", "the engine did not report its per-sequence context; declare "
+                                                     "identity.max_context to check the workload against it",
+                         measured=needed))
+    elif needed is not None:
+        out.append(_rule(
+            "context_capacity", needed <= realized, needed, realized,
+            f"the longest request needs {needed} tokens (prompt + output); the engine realized {realized} per "
+            f"sequence ({f.capacity_source})",
+            "shorten workload.input_tokens / output_tokens or give the engine more context per sequence"))
+    return out
+
+
+def _lengths(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    short = c["short_outputs"] or 0
+    out = [_rule("output_budget", short == 0, short, 0,
+                 f"{short} successful requests returned fewer tokens than their declared output length",
+                 "the engine stopped early: enable ignore_eos (decoding.ignore_eos) or accept shorter outputs",
+                 soft=True),
+           _rule("exact_input_lengths", f.exact_lengths, f.exact_lengths, True,
+                 "input lengths exact under the model's tokenizer" if f.exact_lengths
+                 else "no tokenizer: input lengths are approximate (one token per word)",
+                 "set workload.tokenizer to a tokenizer folder or gguf:<file>", soft=True)]
+    check = f.tokenizer_check
+    if check is not None and check.get("checked"):
+        disagree = len(check["disagreements"])
+        out.append(_rule(
+            "server_tokenizer", disagree == 0, disagree, 0,
+            f"the server's /tokenize agreed on {check['agreed']} of {check['checked']} prompts"
+            + (f"; first disagreement: {check['disagreements'][0]}" if disagree else ""),
+            "the engine counts prompts differently from workload.tokenizer: point it at the served model's "
+            "tokenizer (gguf:<file> or its folder)", soft=True))
+    return out
+
+
+def _answer_checks(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    checks = r.get("checks") or {}
+    out = []
+    for kind, label in (("json_schema", "structured-output answers valid under their JSON Schema"),
+                        ("tool_call", "tool calls naming a declared tool with valid arguments")):
+        if kind in checks:
+            found = checks[kind]
+            failed = found["checked"] - found["passed"]
+            results_text = ", ".join(f"{k} {v}" for k, v in sorted(found["results"].items()))
+            out.append(_rule(
+                f"checks_{kind}", failed == 0, failed, 0,
+                f"{found['passed']} of {found['checked']} {label} ({results_text})",
+                "the engine did not honour the constraint (or ran out of budget): see check_result and "
+                "check_reason in requests.parquet", soft=True))
+    return out
+
+
+def _declarations(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    out = []
+    discard = r.get("discard")
+    if discard is not None:
+        gone = discard["discarded"]
+        unjudged = "; ".join(f"{d['rule']!r} not evaluable: {d['reason']}" for d in discard["not_evaluable"])
+        detail = ", ".join(f"repetition {d['repetition']} by {d['rule']!r} ({d['message']})" for d in gone)
+        out.append(_rule(
+            "discard_rules", not gone, len(gone), 0,
+            (f"discarded {detail}" if gone else f"{len(discard['rules'])} pre-registered rule(s) discarded nothing")
+            + (f"; {unjudged}" if unjudged else ""),
+            "the results leave the discarded repetitions out; their requests stay in requests.parquet", soft=True))
+    if f.git_dirty is not None:
+        out.append(_rule("harness_clean", not f.git_dirty, "dirty" if f.git_dirty else "clean", "clean",
+                         "the harness source has uncommitted changes" if f.git_dirty
+                         else "the harness source matches its git revision",
+                         "commit or stash changes so the harness revision identifies the code", soft=True))
+    return out
+
+
+Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
+# Every rule, in the order the passport lists them.
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _client, _achieved_rate, _engine,
+                           _lengths, _answer_checks, _declarations)
+
+
+def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,
+             limits: ValidityLimits) -> list[RuleFigures]:
+    """Apply every rule to the computed results."""
+    return [rule for check in RULES for rule in check(results, counts, facts, limits)]
+
+
+def verdict_of(rules: list[RuleFigures], facts: RunFacts) -> Verdict:
+    if facts.canaries["status"] == "failed" and not facts.forced:
+        return "HOLD"
+    if not facts.complete:
+        return "INCOMPLETE"
+    if any(r["status"] == "FAIL" for r in rules):
+        return "INVALID"
+    return "VALID"

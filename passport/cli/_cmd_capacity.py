@@ -1,0 +1,104 @@
+"""`passport capacity`: the arithmetic before a measurement (weights, KV per token, what fits)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+
+__all__ = ["add", "main"]
+
+
+def add(sub: Any, epilog: str) -> None:
+    capacity = sub.add_parser(
+        "capacity", help="the arithmetic before a measurement: weights, KV per token, pool, sequences that fit",
+        description="Compute what fits in an engine's memory from a model's config.json (read offline) or explicit "
+                    "numbers: weight bytes, KV bytes per token (per layer type, sliding windows honoured), fixed "
+                    "state per sequence (linear-attention layers, windows), the KV pool left after weights, reserve "
+                    "and activations, and how many sequences of --context tokens fit: by naive division and "
+                    "charging each live sequence its fixed state. --published-sequences N with "
+                    "--published-context C shows the per-sequence term such a published figure implies.",
+        epilog="examples:\n"
+               "  passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768 \\\n"
+               "      --published-sequences 36 --published-context 8192\n"
+               "  passport capacity --config ./Qwen3-Next-80B/ --params 80e9 --weights fp8 --kv-dtype bf16 \\\n"
+               "      --gpu-memory-gib 141 --utilization 0.9 --reserve-gib 2 --context 32768",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    capacity.add_argument("--config", type=Path, metavar="DIR", help="a model folder or config.json (offline)")
+    capacity.add_argument("--params", type=float, help="parameter count, e.g. 7.6e9 (for weight bytes)")
+    capacity.add_argument("--weights", default="bf16", metavar="DTYPE", help="weight format (bf16, fp8, q4_k_m, ...)")
+    capacity.add_argument("--kv-dtype", default="bf16", metavar="DTYPE", help="KV-cache dtype (bf16, fp8, ...)")
+    capacity.add_argument("--gpu-memory-gib", type=float, help="GPU memory the engine may use, GiB")
+    capacity.add_argument("--utilization", type=float, default=0.9, help="fraction of it the engine takes (0.9)")
+    capacity.add_argument("--reserve-gib", type=float, default=0.0, help="framework reserve (CUDA graphs, ...), GiB")
+    capacity.add_argument("--activations-gib", type=float, default=0.0, help="activations and workspace, GiB")
+    capacity.add_argument("--kv-pool-gib", type=float, help="the KV pool itself, GiB (e.g. from the engine's log)")
+    capacity.add_argument("--kv-kib-per-token", type=float, help="KV per token, KiB (instead of the config's)")
+    capacity.add_argument("--state-mib-per-sequence", type=float, help="fixed state per live sequence, MiB")
+    capacity.add_argument("--context", type=int, required=True, help="tokens per sequence")
+    capacity.add_argument("--published-sequences", type=int, metavar="N", help="a published 'N sequences fit'")
+    capacity.add_argument("--published-context", type=int, metavar="C", help="... of C tokens each")
+    capacity.add_argument("--json", action="store_true", help="print the figures as JSON")
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    import json
+    from dataclasses import asdict
+
+    from passport._errors import SpecError
+    from passport.judge import (
+        Architecture,
+        Budget,
+        GiB,
+        KiB,
+        MiB,
+        architecture_from_config,
+        compute,
+        implied_state_per_sequence,
+        load_config,
+    )
+
+    try:
+        arch = architecture_from_config(load_config(args.config), args.params) if args.config else None
+        if arch is None and args.params:
+            arch = Architecture(n_params=args.params, full_attention_layers=0)
+        kv = args.kv_kib_per_token * KiB if args.kv_kib_per_token else None
+        if kv is None and (arch is None or not arch.full_attention_layers):
+            raise SpecError("give --config (a model's config.json) or --kv-kib-per-token")
+        budget = Budget(weight_dtype=args.weights, kv_dtype=args.kv_dtype,
+                        gpu_memory_bytes=args.gpu_memory_gib * GiB if args.gpu_memory_gib else None,
+                        utilization=args.utilization, reserve_bytes=args.reserve_gib * GiB,
+                        activation_bytes=args.activations_gib * GiB,
+                        kv_pool_bytes=args.kv_pool_gib * GiB if args.kv_pool_gib else None)
+        state = args.state_mib_per_sequence * MiB if args.state_mib_per_sequence is not None else None
+        implied_lines: list[str] = []
+        source = "given"
+        if args.published_sequences:
+            published_context = args.published_context or args.context
+            base = compute(arch, budget, published_context, kv, 0.0 if state is None else state)
+            implied = implied_state_per_sequence(base.pool_bytes, base.kv_bytes_per_token, args.published_sequences,
+                                                 published_context)
+            implied_lines = [
+                f"published: {args.published_sequences} live sequences of {published_context:,} tokens fit; naive "
+                f"division gives {math.floor(base.pool_bytes / (published_context * base.kv_bytes_per_token))}",
+                f"implied fixed state per sequence: {base.pool_bytes / MiB:,.0f} MiB / {args.published_sequences} - "
+                f"{published_context:,} x {base.kv_bytes_per_token / KiB:.2f} KiB = {implied / MiB:.1f} MiB",
+            ]
+            if state is None:
+                state, source = max(implied, 0.0), "implied by the published figure"
+        report = compute(arch, budget, args.context, kv, state, source)
+    except (ValueError, OSError, KeyError) as exc:
+        raise SpecError(f"capacity: {exc}") from None
+    if args.json:
+        print(json.dumps({k: v for k, v in asdict(report).items() if k != "lines"}, indent=2))
+        return ExitCode.OK
+    for line in report.lines + implied_lines:
+        print(line)
+    print(f"=> {report.pool_tokens:,} tokens; {report.sequences_naive} sequences of {args.context:,} tokens by naive "
+          f"division, {report.sequences_with_state} charging {report.state_bytes_per_sequence / MiB:.1f} MiB of fixed "
+          "state per sequence")
+    return ExitCode.OK

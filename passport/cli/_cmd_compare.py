@@ -1,0 +1,46 @@
+"""`passport compare A B [C ...]`: comparable? then which differences are significant."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+
+__all__ = ["add", "main"]
+
+
+def add(sub: Any, epilog: str) -> None:
+    compare = sub.add_parser(
+        "compare", help="check two or more runs are comparable, then show which differences are significant",
+        description="Check the comparability invariants (model, precision, decoding, workload, load, window) "
+                    "against the first run; if they hold, show each headline metric side by side with a 95 %% "
+                    "bootstrap interval of the difference and a verdict: faster, slower or no significant "
+                    "difference. Exit 0 comparable, 1 not comparable.",
+    )
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
+    compare.add_argument("--report", type=Path, metavar="DIR",
+                         help="also write report.md and report.html (with side-by-side CDFs) into DIR")
+    compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
+                         help="compare even though FIELD differs (model, precision, decoding, workload, load, "
+                              "window); stated in the output")
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    from passport._errors import PassportError
+    from passport.judge import compare_runs, render_comparison
+
+    if len(args.runs) < 2:
+        raise PassportError("compare needs at least two run folders")
+    comparison = compare_runs(args.runs, args.allow)
+    for line in render_comparison(comparison):
+        print(line)
+    if args.report:
+        from passport.report import comparison_blocks, write_reports
+
+        args.report.mkdir(parents=True, exist_ok=True)
+        _, page = write_reports(args.report, "Comparison: " + " vs ".join(r.name for r in args.runs),
+                                comparison_blocks(comparison))
+        print(f"report: {page}")
+    return ExitCode.of(comparison.comparable)

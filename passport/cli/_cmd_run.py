@@ -1,0 +1,39 @@
+"""`passport run SPEC`: canaries, the timed load, the passport."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+from passport.cli._shared import Printer, add_endpoint_options, load_spec_with_overrides
+
+__all__ = ["add", "main"]
+
+
+def add(sub: Any, epilog: str) -> None:
+    run = sub.add_parser(
+        "run", help="run a spec: canaries, timed load, passport",
+        description="Run the benchmark a YAML spec declares and write results/<name>-<UTC>-<id>/ "
+                    "(passport.json, report.md, requests/chunks/schedule/telemetry .parquet).",
+        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    run.add_argument("spec", type=Path, help="the run spec (YAML)")
+    run.add_argument("--force", action="store_true",
+                     help="time the run even if the canaries fail (the passport says so prominently)")
+    add_endpoint_options(run)
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    from passport.report import headline_lines
+    from passport.run import execute
+
+    spec, raw, _, overrides = load_spec_with_overrides(args)
+    with Printer(args.quiet) as printer:
+        outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
+    print(f"passport: {outcome.folder / 'passport.json'}")
+    print(f"report:   {outcome.folder / 'report.md'}")
+    for line in headline_lines(outcome.passport):
+        print(line)
+    return ExitCode.of_verdict(outcome.passport.verdict)

@@ -1,0 +1,106 @@
+"""The `passport` command line: the only place that prints to the user or picks exit codes.
+
+One module per command (`_cmd_<name>.py`: its arguments and its action), a dispatch table, and
+one `ExitCode` for all. Commands import what they need when they run, so `passport --help`
+loads argparse and nothing heavy. Library errors are caught here, once: ours are a usage or
+input error (exit 2, one line on stderr), a Ctrl-C before the timed phase exits 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+from passport.cli import (
+    _cmd_canary,
+    _cmd_capacity,
+    _cmd_compare,
+    _cmd_gate,
+    _cmd_probe,
+    _cmd_run,
+    _cmd_sweep,
+    _cmd_verify,
+    _cmd_workload,
+)
+from passport.cli._exit import ExitCode
+
+__all__ = ["main", "COMMANDS"]
+
+EPILOG = """\
+exit codes:
+  0  VALID run (verify: verified; gate: every condition met; canary: every case passed)
+  1  INVALID, HOLD or INCOMPLETE run (verify: differences found; gate: a condition failed;
+     canary: a case failed)
+  2  usage or input error: bad spec, unreadable run folder, unreachable endpoint, engine failed
+     to start
+
+examples:
+  passport run specs/llamacpp-smoke.yaml
+  passport run my.yaml --endpoint http://127.0.0.1:8000/v1
+  OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
+  passport sweep specs/llamacpp-sweep.yaml
+  passport canary --endpoint http://127.0.0.1:8080/v1 --suite default --junit canaries.xml
+  passport probe http://127.0.0.1:8080/v1
+  passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768
+  passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
+  passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
+"""
+
+# In the order `--help` lists them.
+COMMANDS: dict[str, ModuleType] = {
+    "run": _cmd_run, "sweep": _cmd_sweep, "canary": _cmd_canary, "workload": _cmd_workload, "probe": _cmd_probe,
+    "capacity": _cmd_capacity, "verify": _cmd_verify, "gate": _cmd_gate, "compare": _cmd_compare,
+}
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("passport")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="passport",
+        description="Benchmark an OpenAI-compatible LLM endpoint and write a benchmark passport: "
+                    "identity, protocol, validity and results, beside the raw Parquet logs.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"passport {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in COMMANDS.values():
+        module.add(sub, EPILOG)
+    return parser
+
+
+def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.Namespace) -> ExitCode:
+    from harness import EngineLaunchError, HarnessError
+    from passport._errors import PassportError
+    from workloads import WorkloadError
+
+    try:
+        return handler(args)
+    except EngineLaunchError as exc:
+        print(f"ERROR: the engine did not start: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except (PassportError, HarnessError, WorkloadError) as exc:
+        print(f"ERROR: {exc}", file=sys.stderr)
+        return ExitCode.USAGE
+    except KeyboardInterrupt:
+        print("ERROR: interrupted before the timed phase; nothing was measured", file=sys.stderr)
+        return ExitCode.FAILED
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return ExitCode.USAGE
+    return int(_dispatch(COMMANDS[args.command].main, args))

@@ -1,0 +1,85 @@
+"""Decisions over passports: are runs comparable and which differences are real (`compare`),
+does a run meet a release gate (`gate`), where a sweep's knee and saturation lie, and what fits
+in an engine's memory before anything is measured (`capacity`). Validity rules are the
+auditor's (`passport.audit`), so `verify` can re-derive a verdict; this package reads passports,
+never raw timings it did not get from `passport.audit`. It renders nothing (`passport.report`)
+and sends nothing (`passport.run`).
+"""
+
+from passport.judge._capacity import (
+    DTYPE_BYTES,
+    Architecture,
+    Budget,
+    CapacityReport,
+    GiB,
+    KiB,
+    MiB,
+    architecture_from_config,
+    compute,
+    implied_state_per_sequence,
+    load_config,
+)
+from passport.judge._compare import (
+    INVARIANTS,
+    Comparison,
+    MetricComparison,
+    compare_runs,
+    format_value,
+    invariant_values,
+    render_comparison,
+)
+from passport.judge._gate import (
+    Condition,
+    ConditionResult,
+    GateError,
+    evaluate_gate,
+    load_gate_file,
+    parse_condition,
+)
+from passport.judge._sweep import (
+    SWEEP_VERSION,
+    LevelResult,
+    SweepOutcome,
+    auto_concurrency,
+    knee,
+    load_text,
+    saturation,
+    stop_reason,
+    summarize_level,
+)
+
+__all__ = [
+    "DTYPE_BYTES",
+    "INVARIANTS",
+    "SWEEP_VERSION",
+    "Architecture",
+    "Budget",
+    "CapacityReport",
+    "Comparison",
+    "Condition",
+    "ConditionResult",
+    "GateError",
+    "GiB",
+    "KiB",
+    "LevelResult",
+    "MetricComparison",
+    "MiB",
+    "SweepOutcome",
+    "architecture_from_config",
+    "auto_concurrency",
+    "compare_runs",
+    "compute",
+    "evaluate_gate",
+    "format_value",
+    "implied_state_per_sequence",
+    "invariant_values",
+    "knee",
+    "load_config",
+    "load_gate_file",
+    "load_text",
+    "parse_condition",
+    "render_comparison",
+    "saturation",
+    "stop_reason",
+    "summarize_level",
+]

@@ -1,0 +1,16 @@
+"""Reading a passport back: refuses a schema version it does not know."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from passport.audit import read_passport_json
+from passport.model._passport import Passport
+
+__all__ = ["read_passport"]
+
+
+def read_passport(path: Path) -> Passport:
+    """Load a passport.json (or a run folder's) as the model; RunFolderError when it is missing,
+    not JSON, or of a schema version this passport does not know."""
+    return Passport.model_validate(read_passport_json(path))

@@ -1,0 +1,380 @@
+"""The passport: four parts (identity, protocol, validity, results) plus file hashes.
+
+`schema_version` history (readers refuse versions they do not know):
+- "1.0" (2026-11): first version: identity as sourced fields; protocol with the spec verbatim
+  and effective, workload/schedule hashes, metric definitions and clock; validity rules with
+  PASS/FAIL/WARN/SKIP; results per metric id (seconds; per-second units for rates), success-only
+  and failure-inclusive; sha256 of every raw file.
+- "1.1" (2026-11): `protocol.declared` (declared.json: SLOs, discard rules and realized capacity,
+  written before the first timed request); `results.slo` (targets, attainment) with
+  `goodput.*` rates in `results.metrics`; `results.discard` (pre-registered discard rules and
+  the repetitions they discarded); `validity.canaries` with the suite hash, case counts and each
+  failed case's expected and actual output; `results.server` (KV-cache usage, queues, preemptions,
+  prefix-cache hit rate, GPU memory/power/energy over the window) and `protocol.telemetry`.
+  A 1.0 passport reads as 1.1 with these fields null.
+- "1.2" (2026-11): traffic shapes. `protocol.workload` gains `entries`, `shapes`,
+  `structured_output_form` and `tokenizer_check` (the server's /tokenize against ours);
+  `results.lengths` (target vs realized input and output tokens, reasoning tokens apart),
+  `results.sessions` (multi-turn: sessions started and completed, context per turn),
+  `results.checks` (structured-output and tool-call answers validated per request) and
+  `results.shapes` (outcomes per shape). Raw schema 2 adds the columns behind them. Older
+  passports read with these fields null, and `verify` does not ask an older passport for them.
+
+The generated JSON Schema is committed at `passport/model/schema/passport.schema.json`
+(`python -m passport.model` rewrites it; a test fails when it drifts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from passport.audit._types import (
+    CanaryStatus,
+    CheckFigures,
+    LengthFigures,
+    RuleStatus,
+    SessionFigures,
+    ShapeFigures,
+    Verdict,
+)
+from passport.audit._versions import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "SUPPORTED_SCHEMA_VERSIONS",
+    "Source",
+    "SourcedValue",
+    "Override",
+    "MetricDefinition",
+    "WorkloadInfo",
+    "ScheduleInfo",
+    "HarnessInfo",
+    "ClockInfo",
+    "DeclaredInfo",
+    "Protocol",
+    "RuleStatus",
+    "RuleResult",
+    "CanaryFailure",
+    "CanaryInfo",
+    "CanaryUnderLoad",
+    "Validity",
+    "Stat",
+    "WindowInfo",
+    "PeakMemory",
+    "ClientInfo",
+    "ServerStats",
+    "SloTargetResult",
+    "SloResult",
+    "Discarded",
+    "DiscardResult",
+    "Results",
+    "FileEntry",
+    "Passport",
+    "Verdict",
+]
+
+Source = Literal["probed", "declared", "launcher", "client", "unknown"]
+JSONValue = str | int | float | bool | None | list[Any] | dict[str, Any]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SourcedValue(_Model):
+    """One identity fact and where it came from (`via`: the endpoint or spec field)."""
+
+    value: JSONValue = None
+    source: Source = "unknown"
+    via: str | None = None
+
+
+class Override(_Model):
+    """A spec value replaced on the command line."""
+
+    field: str
+    value: JSONValue
+    source: str
+
+
+class MetricDefinition(_Model):
+    """A metric id's versioned definition (from `passport.audit.METRICS`)."""
+
+    version: int
+    unit: str
+    definition: str
+
+
+class WorkloadInfo(_Model):
+    sha256: str
+    n_requests: int
+    seed: int
+    tokenizer: str
+    tokenizer_sha256: str | None
+    exact_lengths: bool
+    note: str | None = None
+    salt: str | None = Field(None, description="Shared-prefix marker sent before every prompt, outside the hash.")
+    entries: int | None = Field(None, description="Schedulable entries: requests, or whole sessions for multi-turn.")
+    shapes: dict[str, int] | None = Field(None, description="Requests of the set per shape (or mix component).")
+    structured_output_form: str | None = Field(
+        None, description="How JSON Schema constraints were sent to this engine (response_format or its own field).")
+    tokenizer_check: dict[str, Any] | None = Field(
+        None, description="The first prompts counted by the server's /tokenize against the harness's tokenizer.")
+
+
+class ScheduleInfo(_Model):
+    sha256: str
+    pattern: str
+    n_scheduled: int
+    n_warmup: int
+    window_s: float | None
+    seed: int
+
+
+class HarnessInfo(_Model):
+    version: str
+    git_revision: str | None
+    git_dirty: bool | None
+    python: str
+    platform: str
+    uvloop: bool
+    raw_schema_version: int
+    libraries: dict[str, str] = Field(default_factory=dict)
+
+
+class ClockInfo(_Model):
+    """All `*_ns` columns are ns since `t0`, on CLOCK_MONOTONIC (`time.perf_counter_ns`)."""
+
+    clock: str
+    t0_perf_counter_ns: int
+    t0_utc: str
+
+
+class DeclaredInfo(_Model):
+    """declared.json: the effective spec and realized capacity, frozen before the first timed request."""
+
+    file: str
+    sha256: str
+    written_utc: str | None
+    context_tokens_per_sequence: int | None = None
+    capacity_source: str | None = None
+
+
+class Protocol(_Model):
+    spec: dict[str, Any]
+    effective: dict[str, Any]
+    overrides: list[Override]
+    workload: WorkloadInfo
+    schedule: ScheduleInfo
+    harness: HarnessInfo
+    clock: ClockInfo
+    seeds: dict[str, int | None]
+    request_params: dict[str, Any] = Field(description="Body fields sent with every request.")
+    max_tokens_is_target: bool
+    prefix_cache: dict[str, Any]
+    metric_definitions: dict[str, MetricDefinition]
+    started_utc: str
+    finished_utc: str | None
+    declared: DeclaredInfo | None = None
+    telemetry: dict[str, Any] | None = Field(None, description="Sources sampled, interval, and what was not.")
+    canary_suite: dict[str, Any] | None = Field(None, description="The suite run before timing: name, version, "
+                                                                  "sha256, case ids and versions.")
+
+
+class RuleResult(_Model):
+    """One validity rule: status, measured value against its threshold, and the remedy."""
+
+    name: str
+    status: RuleStatus
+    measured: bool | int | float | str | None = None
+    threshold: bool | int | float | str | None = None
+    message: str
+    recommendation: str | None = None
+
+
+class CanaryFailure(_Model):
+    """A failed canary case: what was expected and what the engine answered."""
+
+    case_id: str
+    kind: str
+    category: str
+    reason: str
+    expected: str
+    actual: str
+
+
+class CanaryUnderLoad(_Model):
+    share: float
+    n_cases: int
+    n_failed: int
+    failures: list[CanaryFailure] = Field(default_factory=list)
+
+
+class CanaryInfo(_Model):
+    """The pre-timing canary gate (every case is in canaries.parquet)."""
+
+    status: CanaryStatus
+    suite: str
+    reason: str | None = None
+    suite_sha256: str | None = None
+    suite_version: int | None = None
+    n_cases: int | None = None
+    n_failed: int | None = None
+    forced: bool = False
+    failures: list[CanaryFailure] = Field(default_factory=list)
+    largest_context_served_tokens: int | None = Field(
+        None, description="The largest prompt (usage.prompt_tokens) a long-context case had answered.")
+    under_load: CanaryUnderLoad | None = Field(
+        None, description="Cases sampled during the timed run (canary_share), kept apart from the gate.")
+
+
+class Validity(_Model):
+    verdict: Verdict
+    complete: bool
+    incomplete_reason: str | None = None
+    forced: bool = False
+    canaries: CanaryInfo
+    rules: list[RuleResult]
+    counts: dict[str, int | None]
+
+
+class Stat(_Model):
+    """Summary of one metric. Latencies in seconds. Percentiles: linear interpolation between
+    order statistics (numpy 'linear'); `ci95`: distribution-free 95 % intervals of percentiles
+    from binomial order statistics (null when n is too small). Failure-inclusive stats count each
+    failed request as +infinity: a statistic that lands on a failure is null, `n_failed` says why."""
+
+    n: int
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    p99_9: float | None = None
+    ci95: dict[str, list[float] | None] | None = None
+    n_failed: int | None = None
+
+
+class WindowInfo(_Model):
+    """One repetition's measurement window on the run clock: first measured send to last end."""
+
+    repetition: int
+    start_ns: int | None
+    end_ns: int | None
+    duration_s: float | None
+    measured_requests: int
+
+
+class PeakMemory(_Model):
+    value_bytes: int | None
+    source: str | None
+    reason: str | None = None
+
+
+class ClientInfo(_Model):
+    cpu_share_mean: float | None
+    cpu_share_max: float | None
+    loop_lag_p99_ms: float | None
+    dispatch_lag_p99_ms: float | None
+
+
+class SloTargetResult(_Model):
+    name: str
+    bound_s: float
+    measured_s: float | None = Field(description="The target's percentile over measured requests, failures as +inf.")
+    met: bool
+
+
+class SloResult(_Model):
+    """The declared SLO: each target, whether all were met, and the share of requests meeting all."""
+
+    targets: list[SloTargetResult]
+    met: bool
+    requests_meeting: int
+    requests_measured: int
+    attainment: float | None
+
+
+class Discarded(_Model):
+    repetition: int
+    rule: str
+    measured: bool | int | float | str | None
+    message: str
+
+
+class DiscardResult(_Model):
+    """Pre-registered discard rules, the repetitions they discarded, and those they could not judge."""
+
+    rules: list[str]
+    discarded: list[Discarded]
+    not_evaluable: list[dict[str, str]]
+
+
+class ServerStats(_Model):
+    """Server-side series over the measurement windows (see passport/server_stats.py)."""
+
+    gauges: dict[str, dict[str, float]]
+    counter_deltas: dict[str, float]
+    prefix_cache_hit_rate: float | None
+    gpu_memory_peak_bytes: int | None
+    gpu_source: str | None
+    gpu_utilization_mean_pct: float | None
+    power_mean_w: float | None
+    energy_j: float | None
+    energy_reason: str | None
+    scrape_failures: int
+
+
+class Results(_Model):
+    metrics: dict[str, Stat]
+    metrics_failure_inclusive: dict[str, Stat]
+    outcomes: dict[str, int]
+    windows: list[WindowInfo]
+    peak_memory: PeakMemory
+    engine_restarts: int | None
+    client: ClientInfo
+    slo: SloResult | None = None
+    discard: DiscardResult | None = None
+    server: ServerStats | None = None
+    prefix_cache_usage: dict[str, float | int | None] | None = Field(
+        None, description="Cached prompt tokens as usage reported them (prompt_tokens_details.cached_tokens).")
+    lengths: LengthFigures | None = Field(
+        None, description="Measured successful requests: input tokens target / realized by our tokenizer / by the "
+                          "server, output tokens target / realized, reasoning tokens apart.")
+    sessions: SessionFigures | None = Field(
+        None, description="Multi-turn: sessions and turns sent, completed, cut short; context tokens per turn.")
+    checks: dict[str, CheckFigures] | None = Field(
+        None, description="Answers checked against their request's JSON Schema or tools: counts per kind and result.")
+    shapes: dict[str, ShapeFigures] | None = Field(
+        None, description="Measured requests per shape: outcomes and TTFT p50.")
+
+
+class FileEntry(_Model):
+    sha256: str
+    bytes: int
+    rows: int | None = None
+
+
+class Passport(_Model):
+    """A benchmark passport (see the module docstring for the version history)."""
+
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    name: str
+    created_utc: str
+    verdict: Verdict
+    identity: dict[str, SourcedValue]
+    protocol: Protocol
+    validity: Validity
+    results: Results
+    files: dict[str, FileEntry]
+
+    def discarded_repetitions(self) -> list[int]:
+        """The repetitions this passport's pre-registered rules discarded."""
+        discard = self.results.discard
+        return [] if discard is None else [d.repetition for d in discard.discarded]

@@ -1,0 +1,260 @@
+"""The run spec: YAML in, a validated `RunSpec` out, with one clear message per bad field.
+
+Every field but the endpoint (or an `engine.launch`) and `load.pattern` (with its rate or
+concurrency) has a default, so a three-line spec runs. Unknown fields are errors (a typo must
+never silently change a benchmark); the message suggests the closest known name.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from harness import LoadSpec
+from passport._errors import SpecError
+from passport.audit._declared import parse_discard_rule, parse_slo
+from passport.audit._units import parse_duration_s
+from workloads import WorkloadSpec
+
+__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "SweepSpec",
+           "load_spec", "parse_spec"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EndpointSpec(_Strict):
+    """The OpenAI-compatible endpoint under test."""
+
+    base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8080/v1; None: from engine.launch.")
+    api: Literal["chat", "completions"] = Field("chat", description="chat | completions.")
+    model: str = Field("auto", description="Model id; auto = the first id from /v1/models.")
+    api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
+    ca_file: str | None = Field(None, description="https: PEM file of CAs to trust instead of the system's.")
+
+
+class EngineSpec(_Strict):
+    """An engine the harness launches, watches and stops."""
+
+    launch: str = Field(description="Command template with {port}, {host}, {model_path}.")
+    model_path: str | None = Field(None, description="Fills {model_path}; a .gguf also gives the tokenizer.")
+    port: int | None = Field(None, ge=1, le=65535, description="Fixed port; None: a free one.")
+    health_timeout_s: float = Field(180.0, gt=0, description="How long to wait for /health.")
+
+
+class DecodingSpec(_Strict):
+    """Sampling and output-length policy sent with every request: a preset (instruct: temperature
+    0.7, top_p 0.8, top_k 20; thinking: 1.0, 0.95, 20, presence_penalty 1.5; explicit: nothing)
+    with the fields declared here replacing its own."""
+
+    preset: Literal["instruct", "thinking", "explicit"] = "instruct"
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    top_k: int | None = Field(None, ge=1)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    seed: int | None = Field(None, description="Sampling seed sent as `seed`.")
+    ignore_eos: Literal["auto", True, False] = Field(
+        "auto", description="auto: send ignore_eos where the engine honours it, making max_tokens the target."
+    )
+    extra: dict[str, Any] = Field(default_factory=dict, description="Extra body fields, sent verbatim.")
+
+
+class ValiditySpec(_Strict):
+    """Thresholds of the validity rules (declared before the run)."""
+
+    max_error_rate: float = Field(0.01, ge=0, le=1)
+    min_completed_requests: int = Field(1, ge=0)
+    max_dispatch_lag_p99_ms: float = Field(10.0, gt=0)
+    max_client_cpu_share: float = Field(0.9, gt=0)
+    max_loop_lag_p99_ms: float = Field(20.0, gt=0)
+    min_achieved_rate_fraction: float = Field(0.9, gt=0, le=1)
+
+
+class TimeoutSpec(_Strict):
+    """Per-request limits in seconds (null: none)."""
+
+    connect_s: float | None = Field(10.0, gt=0)
+    first_byte_s: float | None = Field(300.0, gt=0)
+    stall_s: float | None = Field(60.0, gt=0)
+    total_s: float | None = Field(900.0, gt=0)
+
+
+class TelemetrySpec(_Strict):
+    """Server telemetry sampled during the timed run (see harness/_telemetry.py)."""
+
+    interval_s: float = Field(1.0, ge=0.1, le=60, description="Seconds between scrapes of every source.")
+    metrics: str = Field("auto", description="auto: the engine's own /metrics where it has one; off; or a URL.")
+    dcgm_url: str | None = Field(None, description="A DCGM exporter's /metrics URL (GPU memory, power, energy).")
+    nvml: Literal["auto", "off"] = Field("auto", description="auto: sample local GPUs through NVML if present.")
+
+
+class SweepAutoSpec(_Strict):
+    """How `levels: auto` picks load levels."""
+
+    start: float = Field(1.0, gt=0, description="concurrency: the first level; doubled (x factor) per level.")
+    factor: float = Field(2.0, gt=1, description="concurrency: each level is the previous times this.")
+    max_levels: int = Field(8, ge=2, le=32)
+    probe_concurrency: int = Field(
+        32, ge=1, description="rate: the closed-loop concurrency of the probe that measures the saturation rate.")
+    fractions: list[float] = Field(
+        default_factory=lambda: [0.25, 0.5, 0.75, 0.9, 1.0, 1.1],
+        description="rate: levels as fractions of the probed saturation rate.")
+
+
+class SweepStopSpec(_Strict):
+    """The declared over-saturation rule: the sweep stops after a level that meets any of these."""
+
+    achieved_fraction_below: float | None = Field(
+        0.5, gt=0, le=1, description="rate: completions/s below this fraction of the offered rate.")
+    error_rate_above: float | None = Field(0.5, ge=0, le=1, description="failed / measured requests.")
+    ttft_p50_above: str | float | None = Field(None, description="success-only TTFT p50 above this duration.")
+
+    @field_validator("ttft_p50_above")
+    @classmethod
+    def _duration(cls, value: str | float | None) -> str | float | None:
+        if value is not None:
+            parse_duration_s(value)
+        return value
+
+
+class SweepSpec(_Strict):
+    """`passport sweep`: a series of load levels, one passport each, and a summary."""
+
+    vary: Literal["rate", "concurrency"] = Field(
+        "concurrency", description="rate: open loop at load.pattern; concurrency: closed loop.")
+    levels: list[float] | Literal["auto"] = Field("auto", description="Explicit levels, ascending, or auto.")
+    auto: SweepAutoSpec = Field(default_factory=SweepAutoSpec)
+    saturation_fraction: float = Field(
+        0.9, gt=0, le=1, description="rate: saturated once completions/s fall below this fraction of offered.")
+    saturation_gain: float = Field(
+        0.1, gt=0, description="concurrency: saturated once the next level adds less than this share of throughput.")
+    stop_when: SweepStopSpec = Field(default_factory=SweepStopSpec)
+    fresh_prompts: bool = Field(
+        True, description="Each level draws its own prompts (workload seed + level number), so an engine's "
+                          "prompt cache carries nothing from one level to the next; false: every level sends "
+                          "the same prompts.")
+
+    @field_validator("levels")
+    @classmethod
+    def _ascending(cls, value: list[float] | str) -> list[float] | str:
+        if isinstance(value, list):
+            if not value or any(v <= 0 for v in value) or sorted(value) != value or len(set(value)) != len(value):
+                raise ValueError("levels must be positive, distinct and ascending, e.g. [1, 2, 4, 8]")
+        return value
+
+
+class RunSpec(_Strict):
+    """A whole run, as declared. See DESIGN.md "The spec" for the canonical example."""
+
+    name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
+    engine: EngineSpec | None = None
+    identity: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
+    decoding: DecodingSpec = Field(default_factory=DecodingSpec)
+    load: LoadSpec
+    prefix_cache: Literal["cold", "warm"] = "warm"
+    canaries: str = Field("default", description="A bundled suite name or a suite file; none: skip (the passport "
+                                                 "says so).")
+    canary_share: float = Field(0.0, ge=0, le=0.5, description="During the timed run, one canary case after every "
+                                                               "1/share completed requests (0: none).")
+    slo: dict[str, str | float] = Field(
+        default_factory=dict, description="<metric id>.<stat>: bound, e.g. ttft.any.p99: 2s (see passport.audit).")
+    discard: list[str] = Field(
+        default_factory=list, description="Pre-registered discard rules per repetition (see passport.audit).")
+    validity: ValiditySpec = Field(default_factory=ValiditySpec)
+    timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
+    record_text: Literal["full", "hashes"] = "full"
+    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
+
+    @field_validator("slo")
+    @classmethod
+    def _slo_targets(cls, value: dict[str, str | float]) -> dict[str, str | float]:
+        parse_slo(value)
+        return value
+
+    @field_validator("discard")
+    @classmethod
+    def _discard_rules(cls, value: list[str]) -> list[str]:
+        for text in value:
+            parse_discard_rule(text)
+        return value
+
+    @model_validator(mode="after")
+    def _endpoint_or_engine(self) -> Self:
+        if self.endpoint.base_url is None and self.engine is None:
+            raise ValueError(
+                "endpoint.base_url is required (or declare engine.launch, or pass --endpoint URL)"
+            )
+        chat_only = self.workload.needs_chat()
+        if self.endpoint.api == "completions" and chat_only:
+            raise ValueError(f"workload {', '.join(chat_only)} need the chat API (messages); set endpoint.api: chat")
+        if self.load.pattern == "trace" and (self.workload.source is None or self.workload.mix is not None):
+            raise ValueError("load.pattern: trace replays an imported log's timestamps; set workload.source "
+                             "(not a mix)")
+        return self
+
+
+def _field_names(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:
+    current: Any = model
+    for part in loc[:-1]:
+        field = getattr(current, "model_fields", {}).get(part)
+        if field is None:
+            return []
+        annotation = field.annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if current is None:
+            return []
+    return list(getattr(current, "model_fields", {}))
+
+
+def _format_errors(exc: ValidationError, source: str) -> str:
+    lines = []
+    for error in exc.errors():
+        loc = tuple(p for p in error["loc"] if not (isinstance(p, str) and p in ("function-after",)))
+        where = ".".join(str(p) for p in loc) or "(spec)"
+        if error["type"] == "extra_forbidden":
+            known = _field_names(RunSpec, loc)
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(known)}"
+            lines.append(f"  {where}: unknown field{hint}")
+        elif error["type"] == "missing":
+            lines.append(f"  {where}: required field is missing")
+        else:
+            message = error["msg"].removeprefix("Value error, ")
+            got = error.get("input")
+            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            lines.append(f"  {where}: {message}{shown}")
+    return f"invalid spec {source}:\n" + "\n".join(lines)
+
+
+def parse_spec(data: Any, source: str = "") -> RunSpec:
+    """Validate a spec given as a mapping; raises SpecError listing every bad field."""
+    if not isinstance(data, dict):
+        raise SpecError(f"spec {source} must be a YAML mapping of fields (got {type(data).__name__})")
+    try:
+        return RunSpec.model_validate(data)
+    except ValidationError as exc:
+        raise SpecError(_format_errors(exc, source)) from None
+
+
+def load_spec(path: Path) -> tuple[RunSpec, dict[str, Any]]:
+    """Read and validate a YAML spec: (validated spec, the mapping exactly as written)."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"spec {path} is not valid YAML: {exc}") from exc
+    if raw is None:
+        raise SpecError(f"spec {path} is empty; see specs/ for examples")
+    return parse_spec(raw, str(path)), raw

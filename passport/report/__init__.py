@@ -1,0 +1,51 @@
+"""The human-readable side: report.md and report.html (one list of blocks rendered twice, with
+plots), the CLI's headline lines, comparison and sweep reports, and JUnit XML for CI. It reads
+passports and the figures `passport.audit` computes; it decides nothing (`passport.judge`).
+"""
+
+from passport.report._compare_report import comparison_blocks
+from passport.report._doc import (
+    Block,
+    Bullets,
+    Heading,
+    Image,
+    Para,
+    Table,
+    Verdict,
+    to_html,
+    to_markdown,
+    write_reports,
+)
+from passport.report._junit import junit_cases, junit_xml
+from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
+from passport.report._run_report import HEADLINE_METRICS, caveats, headline_lines, ms, run_report_blocks, slo_lines
+from passport.report._sweep_report import summary_lines, sweep_blocks
+
+__all__ = [
+    "CDF_METRICS",
+    "HEADLINE_METRICS",
+    "Block",
+    "Bullets",
+    "Heading",
+    "Image",
+    "Para",
+    "SweepPoint",
+    "Table",
+    "Verdict",
+    "caveats",
+    "comparison_blocks",
+    "headline_lines",
+    "junit_cases",
+    "junit_xml",
+    "latency_cdfs",
+    "ms",
+    "run_report_blocks",
+    "slo_lines",
+    "summary_lines",
+    "sweep_blocks",
+    "sweep_curve",
+    "timeline",
+    "to_html",
+    "to_markdown",
+    "write_reports",
+]

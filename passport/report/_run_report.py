@@ -1,0 +1,311 @@
+"""The human-readable side of a passport: report.md, report.html (with plots) and the CLI's
+headline lines.
+
+Verdicts are reported as MLPerf LoadGen does: "Result is: VALID", one line per rule, then
+recommendations for whatever failed. A reader sees at a glance the verdict, the headline
+numbers and every caveat (a failed or skipped rule, an unmet SLO, a discarded repetition, an
+incomplete run, state that was not controlled). Latencies are shown in milliseconds; the
+passport keeps seconds. Both files render the same blocks (`_doc.py`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from passport.audit import Distribution, load_table, per_request_samples
+from passport.model import Passport, Stat
+from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
+from passport.report._plots import CDF_METRICS, latency_cdfs, timeline
+
+__all__ = ["run_report_blocks", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
+           "ms"]
+
+HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
+_RATES = ("throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s",
+          "goodput.requests_per_s", "goodput.output_tokens_per_s", "concurrency")
+
+
+def ms(value: float | None) -> str:
+    """Seconds as milliseconds with two decimals, or an em dash for no value."""
+    return "—" if value is None else f"{value * 1000:.2f}"
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def headline_lines(p: Passport) -> list[str]:
+    """A few lines for the terminal: verdict, the headline latencies and throughput."""
+    m = p.results.metrics
+    model = p.identity.get("model.id")
+    engine = p.identity.get("engine.name")
+    lines = [
+        f"Result is: {p.verdict}",
+        f"model {model.value if model else '?'} on {engine.value if engine else 'unknown engine'}; "
+        f"{p.protocol.schedule.pattern}, {p.validity.counts.get('measured')} measured requests, "
+        f"{p.validity.counts.get('succeeded')} succeeded",
+    ]
+    for metric_id in ("ttft.any", "itl.chunk", "tpot", "e2e"):
+        s = m.get(metric_id)
+        if s is not None and s.n:
+            lines.append(f"{metric_id:<10} p50 {ms(s.p50):>9} ms   p99 {ms(s.p99):>9} ms   (n={s.n})")
+    out = m.get("throughput.output_tokens_per_s")
+    req = m.get("throughput.requests_per_s")
+    if out is not None and out.n:
+        lines.append(f"throughput {_num(out.mean)} output tok/s, {_num(req.mean if req else None, 3)} req/s")
+    lines += slo_lines(p)
+    for rule in p.validity.rules:
+        if rule.status in ("FAIL", "WARN"):
+            lines.append(f"{rule.status}: {rule.name}: {rule.message}")
+    return lines
+
+
+def slo_lines(p: Passport) -> list[str]:
+    """The SLO verdict, each target against its measured value, and goodput; empty without an SLO."""
+    slo = p.results.slo
+    if slo is None:
+        return []
+    good = p.results.metrics.get("goodput.requests_per_s")
+    lines = [f"SLO {'met' if slo.met else 'NOT met'}: "
+             + ", ".join(f"{t.name} {ms(t.measured_s)} ms {'<=' if t.met else '>'} {ms(t.bound_s)} ms"
+                         if t.measured_s is not None else f"{t.name} undefined (failures) > {ms(t.bound_s)} ms"
+                         for t in slo.targets)]
+    attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
+    lines.append(f"goodput {_num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
+                 f"{slo.requests_measured} measured requests ({attained}) met every target")
+    return lines
+
+
+def caveats(p: Passport) -> list[str]:
+    """Everything a reader must know before trusting the figures, one line each."""
+    out = []
+    if not p.validity.complete:
+        out.append(f"**Incomplete:** {p.validity.incomplete_reason}; the figures cover only what was sent.")
+    if p.validity.forced:
+        out.append("**Forced:** the canaries failed and the timing ran anyway (--force).")
+    for r in p.validity.rules:
+        if r.status != "PASS":
+            out.append(f"{r.status} `{r.name}`: {r.message}")
+    if p.results.slo is not None and not p.results.slo.met:
+        out.append("the declared SLO was not met: " + slo_lines(p)[0].removeprefix("SLO NOT met: "))
+    if not p.protocol.prefix_cache.get("enforced"):
+        out.append(f"prefix-cache state `{p.protocol.prefix_cache.get('declared')}` was declared but not enforced: "
+                   f"{p.protocol.prefix_cache.get('reason') or p.protocol.prefix_cache.get('method', '')}")
+    if p.results.peak_memory.value_bytes is None:
+        out.append(f"peak memory unknown: {p.results.peak_memory.reason}")
+    return out
+
+
+def _stat_row(metric_id: str, s: Stat) -> list[str]:
+    return [f"`{metric_id}`", str(s.n), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.mean), ms(s.max)]
+
+
+def _value(v: object) -> str:
+    text = str(v)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _results_blocks(p: Passport) -> list[Block]:
+    m = p.results.metrics
+    blocks: list[Block] = [
+        Heading("Latency (ms)"),
+        Table(["metric", "n", "p50", "p90", "p99", "mean", "max"],
+              [_stat_row(k, m[k]) for k in HEADLINE_METRICS if k in m]),
+    ]
+    fi = p.results.metrics_failure_inclusive
+    if any(s.n_failed for s in fi.values()):
+        blocks += [Para("Failure-inclusive (each failed request counts as infinitely slow):"),
+                   Table(["metric", "n", "failed", "p50", "p90", "p99"],
+                         [[f"`{k}`", str(s.n), str(s.n_failed or 0), ms(s.p50), ms(s.p90), ms(s.p99)]
+                          for k, s in fi.items()])]
+    blocks += [Heading("Throughput"),
+               Table(["metric", "repetitions", "mean", "min", "max"],
+                     [[f"`{k}`", str(m[k].n), _num(m[k].mean), _num(m[k].min), _num(m[k].max)]
+                      for k in _RATES if k in m])]
+    if p.results.slo is not None:
+        blocks += [Heading("SLO"), Bullets(slo_lines(p))]
+    discard = p.results.discard
+    if discard is not None:
+        items = [f"repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "
+                 "requests.parquet and count in no figure" for d in discard.discarded] or ["none discarded"]
+        items += [f"`{n['rule']}` could not be evaluated: {n['reason']}" for n in discard.not_evaluable]
+        blocks += [Heading("Discarded repetitions (pre-registered rules)"),
+                   Para(f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}."),
+                   Bullets(items)]
+    server = p.results.server
+    if server is not None:
+        items = [f"`{k}`: peak {v['peak']:.3g}, mean {v['mean']:.3g} ({int(v['n'])} samples)"
+                 for k, v in server.gauges.items()]
+        items += [f"`{k}` over the window: +{v:,.0f}" for k, v in server.counter_deltas.items()]
+        if server.prefix_cache_hit_rate is not None:
+            items.append(f"prefix-cache hit rate: {server.prefix_cache_hit_rate:.1%}")
+        if server.gpu_memory_peak_bytes is not None:
+            items.append(f"GPU memory peak {server.gpu_memory_peak_bytes / 2**30:.2f} GiB ({server.gpu_source})")
+        items.append(f"energy: {server.energy_j:,.0f} J" if server.energy_j is not None
+                     else f"energy: not measured ({server.energy_reason})")
+        if server.scrape_failures:
+            items.append(f"{server.scrape_failures} scrapes failed (see telemetry.parquet, source `sampler`)")
+        blocks += [Heading("Server (telemetry over the measurement window)"), Bullets(items)]
+    usage = p.results.prefix_cache_usage
+    if usage is not None and usage.get("share_of_prompt_tokens") is not None:
+        blocks.append(Para(f"Cached prompt tokens (usage): {usage['cached_tokens']:,} "
+                           f"({float(usage['share_of_prompt_tokens'] or 0):.1%} of prompt tokens, "
+                           f"{usage['requests_reporting']} requests reporting)."))
+    pm = p.results.peak_memory
+    c = p.results.client
+    blocks.append(Para(
+        (f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})." if pm.value_bytes is not None
+         else f"Peak memory: unknown ({pm.reason}).")
+        + f" Client: CPU share mean {_num(c.cpu_share_mean)} / max {_num(c.cpu_share_max)}, loop lag p99 "
+          f"{_num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {_num(c.dispatch_lag_p99_ms, 3)} ms."))
+    return blocks
+
+
+def _dist_cells(d: Distribution | None) -> list[str]:
+    if not d:
+        return ["—"] * 5
+    return [str(d["n"]), f"{d['mean']:.1f}", f"{d['p50']:g}", f"{d['p99']:g}", f"{d['max']:g}"]
+
+
+def _traffic_blocks(p: Passport) -> list[Block]:
+    """What was offered and answered: lengths target vs realized, shapes, sessions, checks."""
+    r = p.results
+    blocks: list[Block] = []
+    if r.lengths:
+        li, lo = r.lengths["input_tokens"], r.lengths["output_tokens"]
+        rows = [["input, target", *_dist_cells(li["target"])], ["input, our tokenizer", *_dist_cells(li["client"])],
+                ["input, server (single requests)", *_dist_cells(li["server"])],
+                ["output, target", *_dist_cells(lo["target"])], ["output, realized", *_dist_cells(lo["realized"])]]
+        if r.lengths.get("reasoning_tokens"):
+            rows.append(["reasoning (apart from output text)", *_dist_cells(r.lengths["reasoning_tokens"])])
+        blocks += [Heading("Lengths (tokens)"), Table(["", "n", "mean", "p50", "p99", "max"], rows)]
+        if lo.get("met_target_share") is not None:
+            blocks.append(Para(f"Requests whose max_tokens was the target (ignore_eos) that reached it: "
+                               f"{lo['met_target_share']:.1%}."))
+    if r.shapes:
+        blocks += [Heading("Traffic shapes"),
+                   Table(["shape", "requests", "outcomes", "TTFT p50 (ms)", "E2E p50 (ms)"],
+                         [[f"`{k}`", str(v["requests"]), ", ".join(f"{o} {n}" for o, n in v["outcomes"].items()),
+                           ms(v["ttft_p50_s"]), ms(v["e2e_p50_s"])] for k, v in r.shapes.items()])]
+    if r.sessions:
+        s = r.sessions
+        blocks += [Heading("Sessions (multi-turn)"),
+                   Para(f"{s['started']} sessions started, {s['completed']} completed, {s['cut_short']} cut short by "
+                        f"a failed turn; {s['turns_sent']} of {s['turns_planned']} planned turns sent."),
+                   Table(["turn", "n", "context p50 (tokens)", "context max"],
+                         [[t, str(v["n"]), f"{v['p50']:g}", f"{v['max']:g}"]
+                          for t, v in s["context_tokens_by_turn"].items()])]
+    if r.checks:
+        blocks += [Heading("Answer checks"),
+                   Table(["check", "requests", "checked", "passed", "results"],
+                         [[f"`{k}`", str(v["requests"]), str(v["checked"]), str(v["passed"]),
+                           ", ".join(f"{a} {n}" for a, n in v["results"].items())] for k, v in r.checks.items()])]
+    return blocks
+
+
+def _validity_blocks(p: Passport) -> list[Block]:
+    blocks: list[Block] = [
+        Heading("Validity"), Para(f"Result is: {p.verdict}"),
+        Table(["rule", "status", "measured", "threshold", "detail"],
+              [[r.name, r.status, _value(r.measured) if r.measured is not None else "—",
+                _value(r.threshold) if r.threshold is not None else "—", r.message] for r in p.validity.rules]),
+    ]
+    c = p.validity.canaries
+    if c.status != "not_run":
+        blocks.append(Para(f"Canaries: suite `{c.suite}` v{c.suite_version} (sha256 `{(c.suite_sha256 or '')[:16]}…`): "
+                           f"{c.reason}" + (f"; the largest context served {c.largest_context_served_tokens} tokens"
+                                            if c.largest_context_served_tokens else "") + "."))
+        if c.failures:
+            blocks.append(Table(["case", "kind", "category", "reason", "expected", "actual"],
+                                [[f"`{f.case_id}`", f.kind, f.category, f.reason, _value(f.expected),
+                                  _value(f.actual)] for f in c.failures]))
+    recs = [r for r in p.validity.rules if r.recommendation]
+    if recs:
+        blocks += [Para("Recommendations:"), Bullets([f"{r.name}: {r.recommendation}" for r in recs])]
+    blocks += [Para("Counts (measured requests; — = not checked by this run):"),
+               Bullets([f"{k}: {'—' if v is None else v}" for k, v in p.validity.counts.items()])]
+    return blocks
+
+
+def _protocol_blocks(p: Passport) -> list[Block]:
+    pr = p.protocol
+    load = pr.effective["load"]
+    window = (f"window {pr.schedule.window_s} s" if pr.schedule.window_s is not None
+              else f"window of {load['measure']['requests']} requests")
+    items = [
+        f"load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up), "
+        f"{window}, repetitions {load['repetitions']}",
+        f"workload: {pr.workload.n_requests} requests, sha256 `{pr.workload.sha256[:16]}…`, tokenizer "
+        f"{pr.workload.tokenizer} ({'exact' if pr.workload.exact_lengths else 'approximate'} lengths)"
+        + (f"; {pr.workload.note}" if pr.workload.note else ""),
+        f"schedule sha256 `{pr.schedule.sha256[:16]}…`, seeds {pr.seeds}",
+        f"request parameters: `{pr.request_params}`; max_tokens is the "
+        f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
+        f"prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']}; "
+        f"{pr.prefix_cache.get('method', '')}"
+        + (f"; {pr.prefix_cache['reason']}" if pr.prefix_cache.get("reason") else "") + ")",
+        f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
+        f"harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"
+        f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
+        f"overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
+    ]
+    w = pr.workload
+    if w.shapes:
+        items.append(f"traffic: {w.entries} entries; " + ", ".join(f"{k} {v}" for k, v in w.shapes.items())
+                     + (f"; JSON Schema sent as {w.structured_output_form}" if w.structured_output_form else ""))
+    if w.tokenizer_check is not None:
+        tc = w.tokenizer_check
+        items.append(f"server tokenizer check: {tc['agreed']} of {tc['checked']} prompts counted alike"
+                     if tc["checked"] else f"server tokenizer check: {tc.get('note')}")
+    if pr.declared is not None:
+        items.append(f"declared before the first timed request ({pr.declared.file}, {pr.declared.written_utc}, "
+                     f"sha256 `{pr.declared.sha256[:16]}…`): SLO `{pr.effective.get('slo') or {}}`, discard rules "
+                     f"`{pr.effective.get('discard') or []}`, realized context per sequence "
+                     f"{pr.declared.context_tokens_per_sequence or 'unknown'}")
+    return [Heading("Protocol"), Bullets(items)]
+
+
+def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
+    requests = load_table(folder, "requests")
+    if requests is None:
+        return []
+    discarded = p.discarded_repetitions()
+    samples = per_request_samples(folder, discarded, CDF_METRICS)
+    series = {p.name: {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}}
+    windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
+               if w.start_ns is not None and w.end_ns is not None]
+    png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
+    return [
+        Heading("Plots"),
+        Image("latency_cdf.png", latency_cdfs(series),
+              "Latency CDFs of successful measured requests (the samples the results count)."),
+        Image("timeline.png", png, "Requests in flight and output throughput over the run; shaded: measurement "
+                                   "windows. " + " ".join(f"Note: {n}." for n in notes)),
+    ]
+
+
+def run_report_blocks(p: Passport, folder: Path) -> list[Block]:
+    """The whole run report: verdict, caveats, headline numbers, plots, then the four parts."""
+    counts = p.validity.counts
+    blocks: list[Block] = [
+        Verdict(p.verdict, f"Run `{p.run_id}`, finished {p.created_utc}; {counts.get('measured')} measured "
+                           f"requests, {counts.get('succeeded')} succeeded; passport schema {p.schema_version}."),
+    ]
+    found = caveats(p)
+    blocks += [Heading("Caveats"), Bullets(found, kind="caveats") if found else Para("None.")]
+    blocks += _results_blocks(p)
+    blocks += _traffic_blocks(p)
+    blocks += _plot_blocks(p, folder)
+    blocks += _validity_blocks(p)
+    blocks += [Heading("Identity"),
+               Table(["field", "value", "source"],
+                     [[k, _value(sv.value), sv.source + (f" ({sv.via})" if sv.via else "")]
+                      for k, sv in p.identity.items()])]
+    blocks += _protocol_blocks(p)
+    blocks += [Heading("Files"),
+               Table(["file", "rows", "bytes", "sha256"],
+                     [[name, str(f.rows) if f.rows is not None else "—", str(f.bytes), f"`{f.sha256}`"]
+                      for name, f in p.files.items()])]
+    return blocks

@@ -1,0 +1,68 @@
+"""`passport canary`: only the canary suite, for release gates and for recording references.
+
+Against a spec (launching its engine if it declares one) or a bare endpoint. Writes
+`<out>/<suite>-canary-<UTC>-<id>/canaries.parquet`; `record` rewrites the suite's exact-output
+references from this (trusted) endpoint into a new suite file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from canaries import CaseResult, Suite, record_suite
+from harness import ControlClient, EngineLauncher, Timeouts, engines
+from passport.model import CanaryInfo, RunSpec
+from passport.run._canaries import CANARIES_FILE, canary_info, load_declared_suite, run_canaries
+from passport.run._endpoint import auth_headers, engine_launcher, model_of
+
+__all__ = ["CanaryOutcome", "run_canary_command"]
+
+
+@dataclass(frozen=True)
+class CanaryOutcome:
+    folder: Path
+    suite: Suite
+    results: list[CaseResult]
+    info: CanaryInfo
+
+
+def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: Path | None = None,
+                       status: Callable[[str], None] | None = None) -> CanaryOutcome:
+    """Run the suite against the spec's endpoint (or launched engine); see the module docstring."""
+    say = status or (lambda _msg: None)
+    suite = load_declared_suite(suite_name)
+    headers = auth_headers(spec)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(out_root) / f"{suite.suite}-canary-{stamp}-{uuid.uuid4().hex[:8]}"
+    folder.mkdir(parents=True)
+    launcher: EngineLauncher | None = None
+    try:
+        if spec.engine is not None:
+            launcher = engine_launcher(spec, folder / "engine.log")
+            say(f"starting the engine: {' '.join(launcher.command)}")
+            launcher.start()
+        base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+        assert base_url is not None
+        with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
+            cards = control.models()
+            model = model_of(spec, cards, base_url)
+        engine = next((engines.engine_of_card(c) for c in cards if c.get("id") == model), None)
+        t = spec.timeouts
+        results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file,
+                               Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), model, spec.endpoint.api,
+                               time.perf_counter_ns(), on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"),
+                               engine=engine)
+    finally:
+        if launcher is not None:
+            launcher.stop()
+    info = canary_info(suite, results, forced=False, folder=folder)
+    if record is not None:
+        record.write_text(record_suite(suite, results).to_yaml())
+        say(f"recorded the exact-output references into {record}")
+    say(f"every case: {folder / CANARIES_FILE}")
+    return CanaryOutcome(folder, suite, results, info)

@@ -1,0 +1,245 @@
+"""`passport run`: the data flow of DESIGN.md, from a validated spec to a written passport.
+
+Stages, each a function with typed inputs and outputs (`_stages.py`):
+open the run folder -> launch the engine (optional) -> identify (probe, identity, tokenizer) ->
+plan (workload, schedule, declared.json) -> canaries (a failure: HOLD, no timed request, unless
+forced) -> timed phase (or hold) -> assemble (results from the raw files, validity) -> write.
+Library code: it raises our errors and reports progress through callbacks; only the CLI prints.
+A bad spec never reaches here; an unreachable endpoint fails before anything is timed, and a run
+folder that holds nothing is removed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from harness import (
+    CHUNKS_SCHEMA,
+    RAW_SCHEMA_VERSION,
+    REQUESTS_SCHEMA,
+    TELEMETRY_SCHEMA,
+    ControlClient,
+    Endpoint,
+    EngineLauncher,
+    HttpClient,
+    Timeouts,
+)
+from passport.audit import sha256_file
+from passport.model import CanaryInfo, Override, Passport, RunSpec
+from passport.run._assemble import assemble_passport, write_passport
+from passport.run._canaries import UnderLoad, canary_info, load_declared_suite, run_canaries
+from passport.run._collect import collect_harness, collect_host, collect_launcher
+from passport.run._endpoint import auth_headers, engine_launcher, model_of
+from passport.run._identity import complete_identity, probe_endpoint
+from passport.run._plan import (
+    declare,
+    plan_workload,
+    request_params,
+    resolve_tokenizer,
+    salt_of,
+    utc_now,
+    write_schedule,
+)
+from passport.run._pool import build_pool
+from passport.run._prefix_cache import apply_prefix_cache_policy
+from passport.run._stages import Gate, Identified, Opened, Planned, ProgressFactory, Say, Timed
+from passport.run._telemetry import choose_sources
+from passport.run._timed import TimedInputs, run_timed_phase
+from passport.run._tokenize_check import N_CHECKED, tokenizer_check
+from workloads import entry_rows, load_tokenizer
+
+__all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_canaries", "hold", "time_run"]
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """Where the run went and its passport (the CLI turns its verdict into an exit code)."""
+
+    folder: Path
+    passport: Passport
+
+
+def _silent(_message: str) -> None:
+    return None
+
+
+def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override], out_root: Path,
+             force: bool) -> Opened:
+    """Check what can be checked without the endpoint, then create the run folder."""
+    suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
+    headers = auth_headers(spec)
+    run_id = uuid.uuid4().hex[:8]
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
+    started_utc, run_start_ns = utc_now(), time.perf_counter_ns()
+    folder.mkdir(parents=True, exist_ok=False)
+    return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force)
+
+
+def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identified:
+    """Probe the endpoint, merge what the launcher and the spec say, load the tokenizer."""
+    spec = run.spec
+    base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+    assert base_url is not None
+    say(f"probing {base_url}")
+    with ControlClient(base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+        cards = control.models()
+        model_id = model_of(spec, cards, base_url)
+        identity = probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api)
+    engine_name = identity.get("engine.name")
+    engine = str(engine_name.value) if engine_name else None
+    tok_source, tok_note = resolve_tokenizer(spec, identity)
+    say(f"loading tokenizer {tok_source}")
+    tokenizer = load_tokenizer(tok_source)
+    if launcher is not None and spec.engine is not None:
+        model_path = os.path.expanduser(spec.engine.model_path) if spec.engine.model_path else None
+        model_sha: str | None = None
+        if model_path and tok_source == f"gguf:{model_path}":
+            model_sha = tokenizer.sha256
+        elif model_path and os.path.isfile(model_path):
+            model_sha = sha256_file(Path(model_path))
+        identity.update(collect_launcher(launcher, model_path, model_sha))
+    identity.update(collect_host())
+    return Identified(base_url, model_id, engine, complete_identity(identity, spec.identity), tokenizer, tok_note)
+
+
+def plan(run: Opened, found: Identified, say: Say) -> Planned:
+    """Materialize and hash the offered load, write schedule.parquet and declared.json."""
+    spec = run.spec
+    say("materializing the workload and the schedule")
+    schedule, request_set = plan_workload(spec, found.tokenizer)
+    entries = entry_rows(request_set.table)
+    n_offered = write_schedule(run.folder, schedule, request_set, entries, spec.record_text == "full")
+    params, max_tokens_is_target = request_params(spec, found.engine)
+    t = spec.timeouts
+    declared = declare(run.folder, spec, found.identity)
+    return Planned(schedule, request_set, entries, n_offered, params, max_tokens_is_target,
+                   Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), declared,
+                   time.perf_counter_ns(), utc_now())
+
+
+def gate_on_canaries(run: Opened, found: Identified, planned: Planned, say: Say) -> Gate:
+    """Run the declared suite before any timing; a failure holds the run unless forced."""
+    suite = run.suite
+    if suite is None:
+        return Gate(CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none"), None, True)
+    say(f"canaries: suite {suite.suite!r}, {len(suite.cases)} cases, one at a time")
+    results = run_canaries(suite, found.base_url, run.headers, run.spec.endpoint.ca_file, planned.timeouts,
+                           found.model_id, run.spec.endpoint.api, planned.t0_ns,
+                           on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"),
+                           engine=found.engine)
+    info = canary_info(suite, results, run.force, run.folder)
+    proceed = info.status != "failed" or run.force
+    if not proceed:
+        say("canaries failed: HOLD, no timed request is sent (--force times the run anyway)")
+    return Gate(info, results, proceed)
+
+
+def hold(run: Opened, planned: Planned, gate: Gate) -> Timed:
+    """No timed phase: empty raw tables, so the folder still verifies."""
+    for name, schema in (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA)):
+        pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
+    return Timed([], "no timed phase: the canaries failed (HOLD); see validity.canaries", gate.info, planned.params,
+                 {"declared": run.spec.prefix_cache, "enforced": False, "method": "not applied: no timed phase"},
+                 {"interval_s": run.spec.telemetry.interval_s, "sources": [],
+                  "notes": ["no timed phase: nothing was sampled"]})
+
+
+def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, launcher: EngineLauncher | None,
+             progress: ProgressFactory | None, say: Say) -> Timed:
+    """Prefix-cache policy, telemetry sources, the request pool, then the timed phase."""
+    spec = run.spec
+    endpoint = Endpoint.parse(found.base_url)
+    params = dict(planned.params)
+    with ControlClient(found.base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+        prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, found.engine, control, run.run_id, params)
+        # opened only for a run that will be timed: the sampler closes them when it ends
+        telemetry_sources, telemetry_info = choose_sources(spec, found.engine, control, run.headers)
+    say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
+    client = HttpClient(endpoint, planned.timeouts, max_idle=spec.load.concurrency or 64, extra_headers=run.headers,
+                        ca_file=spec.endpoint.ca_file)
+    pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
+                                       planned.max_tokens_is_target, salt_of(spec, run.run_id))
+    check = None
+    if planned.request_set.exact_lengths:
+        with ControlClient(found.base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+            first = [(int(planned.entries[k]), p.prompt, p.input_tokens_client)
+                     for k, p in enumerate(pool[int(e)] for e in planned.entries[:N_CHECKED])]
+            check = tokenizer_check(control, found.engine, found.model_id, first)
+        say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
+            if check["checked"] else f"tokenizer check: {check['note']}")
+    total = None
+    if spec.load.open_loop or spec.load.measure.requests is not None:
+        total = planned.n_offered * spec.load.repetitions  # a session's turns count one by one
+    sink = progress(total) if progress else None
+    say(f"timed phase: {spec.load} x {spec.load.repetitions}")
+    under_load = None
+    if run.suite is not None and spec.canary_share > 0:
+        under_load = UnderLoad(run.suite, HttpClient(endpoint, planned.timeouts, max_idle=1, extra_headers=run.headers,
+                                                     ca_file=spec.endpoint.ca_file),
+                               found.model_id, spec.endpoint.api, planned.t0_ns, spec.canary_share, sink, found.engine)
+    timed = run_timed_phase(TimedInputs(
+        spec, client, planned.schedule, pool, planned.entries.tolist(), run.folder, planned.t0_ns, run.run_start_ns,
+        found.tokenizer, launcher, sink, under_load, telemetry_sources))
+    canaries = gate.info
+    if under_load is not None and run.suite is not None and gate.results is not None:
+        canaries = canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
+                               share=spec.canary_share)
+    return Timed(timed.repetitions, timed.stop_reason, canaries, params, prefix_cache, telemetry_info, structured_form,
+                 check)
+
+
+def execute(
+    spec: RunSpec,
+    raw_spec: dict[str, Any],
+    overrides: list[Override],
+    out_root: Path,
+    progress: ProgressFactory | None = None,
+    status: Say | None = None,
+    shared_engine: EngineLauncher | None = None,
+    force: bool = False,
+) -> RunOutcome:
+    """Run the spec end to end and write the run folder; see the module docstring.
+
+    `shared_engine`: an already started launcher of `spec.engine` (a sweep's, shared by its levels);
+    execute uses it and leaves it running. Otherwise execute launches `spec.engine`, if any, and
+    stops it at the end. `force`: time the run even when the canaries fail (the passport says
+    so); otherwise a failed canary means HOLD and no timed request."""
+    say = status or _silent
+    run = open_run(spec, raw_spec, overrides, out_root, force)
+    launcher = shared_engine
+    owns_engine = shared_engine is None and spec.engine is not None
+    try:
+        if owns_engine:
+            launcher = engine_launcher(spec, run.folder / "engine.log")
+            say(f"starting the engine: {' '.join(launcher.command)}")
+            launcher.start()
+        found = identify(run, launcher, say)
+        planned = plan(run, found, say)
+        gate = gate_on_canaries(run, found, planned, say)
+        if gate.proceed:
+            timed = time_run(run, found, planned, gate, launcher, progress, say)
+        else:
+            timed = hold(run, planned, gate)
+    except BaseException:
+        if launcher is not None and owns_engine:
+            launcher.stop()
+        if run.folder.is_dir() and not any(run.folder.iterdir()):
+            shutil.rmtree(run.folder)
+        raise
+    if launcher is not None and owns_engine:
+        launcher.stop()
+    passport = assemble_passport(run, found, planned, gate, timed, finished_utc=utc_now(),
+                                 launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION))
+    write_passport(run.folder, passport)
+    return RunOutcome(run.folder, passport)
+

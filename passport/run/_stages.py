@@ -1,0 +1,94 @@
+"""What each stage of a run hands the next (DESIGN.md, data flow): plain frozen records, so a
+stage's inputs and outputs are explicit and none steers another by exception.
+
+    open_run -> Opened -> identify -> Identified -> plan -> Planned -> gate_on_canaries -> Gate
+      -> time_run (or hold) -> Timed -> assemble_passport
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from canaries import CaseResult, Suite
+from harness import ProgressSink, RepetitionResult, Schedule, Timeouts
+from passport.model import CanaryInfo, DeclaredInfo, Override, RunSpec, SourcedValue
+from workloads import LoadedTokenizer, RequestSet
+
+__all__ = ["Opened", "Identified", "Planned", "Gate", "Timed", "Say", "ProgressFactory"]
+
+Say = Callable[[str], None]
+ProgressFactory = Callable[[int | None], ProgressSink]
+
+
+@dataclass(frozen=True)
+class Opened:
+    """The run's constants: the spec as declared, its folder and id, and the suite it names."""
+
+    spec: RunSpec
+    raw_spec: dict[str, Any]
+    overrides: list[Override]
+    folder: Path
+    run_id: str
+    started_utc: str
+    run_start_ns: int
+    headers: dict[str, str]
+    suite: Suite | None
+    force: bool
+
+
+@dataclass(frozen=True)
+class Identified:
+    """What the endpoint is: its URL and model, the engine, every identity field, the tokenizer."""
+
+    base_url: str
+    model_id: str
+    engine: str | None
+    identity: dict[str, SourcedValue]
+    tokenizer: LoadedTokenizer
+    tokenizer_note: str | None
+
+
+@dataclass(frozen=True)
+class Planned:
+    """The offered load, materialized and hashed, and the declarations frozen before timing.
+    `t0_ns` is the run clock's zero: every `*_ns` column counts from it."""
+
+    schedule: Schedule
+    request_set: RequestSet
+    entries: np.ndarray
+    n_offered: int
+    params: dict[str, Any]
+    max_tokens_is_target: bool
+    timeouts: Timeouts
+    declared: DeclaredInfo
+    t0_ns: int
+    t0_utc: str
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The canaries' verdict before timing; `proceed` is False on HOLD."""
+
+    info: CanaryInfo
+    results: list[CaseResult] | None
+    proceed: bool
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timed phase did (or why there was none); `params`: the fields every request
+    carried, with what the prefix-cache policy added."""
+
+    repetitions: list[RepetitionResult]
+    stop_reason: str | None
+    canaries: CanaryInfo
+    params: dict[str, Any]
+    prefix_cache: dict[str, Any]
+    telemetry: dict[str, Any]
+    structured_output_form: str | None = None
+    tokenizer_check: dict[str, Any] | None = None

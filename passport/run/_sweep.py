@@ -1,0 +1,158 @@
+"""`passport sweep SPEC`: a series of load levels, one passport each, and a summary that says
+where the engine stops meeting its SLO (the knee) and where it saturates (`passport.judge`).
+
+Levels are request rates (open loop at `load.pattern`) or concurrencies (closed loop), declared
+or automatic:
+- rate, auto: a closed-loop probe at `auto.probe_concurrency` measures the saturation rate R;
+  the levels are `auto.fractions` of R (by default 0.25 R ... 1.1 R).
+- concurrency, auto: `auto.start`, then times `auto.factor` per level, until the throughput
+  stops growing (saturation confirmed) or `auto.max_levels`.
+
+Each level is an ordinary run (its own folder, passport and verdict) of the spec with only the
+load changed (and, by default, the workload seed: `fresh_prompts`, so no level finds the
+previous level's prompts in the engine's prompt cache); a launched engine is started once and
+shared by every level. After each level the declared over-saturation rule
+(`sweep.stop_when`) is checked; when it holds, the sweep stops and says which rule stopped it and
+which levels were not run.
+"""
+
+from __future__ import annotations
+
+import copy
+import datetime as dt
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from harness import EngineLauncher
+from passport._errors import PassportError, SpecError
+from passport.judge import (
+    SWEEP_VERSION,
+    LevelResult,
+    SweepOutcome,
+    auto_concurrency,
+    knee,
+    saturation,
+    stop_reason,
+    summarize_level,
+)
+from passport.model import Override, RunSpec, SweepSpec, parse_spec
+from passport.report import sweep_blocks, write_reports
+from passport.run._endpoint import engine_launcher
+from passport.run._execute import execute
+from passport.run._stages import ProgressFactory
+
+__all__ = ["run_sweep"]
+
+
+def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name: str,
+               number: int) -> dict[str, Any]:
+    """The spec as written, with only the load, the name and (with fresh_prompts) the workload
+    seed changed for level `number` (0: the probe)."""
+    out = copy.deepcopy(raw)
+    out.pop("sweep", None)
+    out["name"] = name
+    if (spec.sweep or SweepSpec()).fresh_prompts:
+        base = spec.workload.seed if spec.workload.seed is not None else spec.load.seed
+        out["workload"] = {**(out.get("workload") or {}), "seed": base + number}
+    load = dict(out.get("load") or {})
+    if vary == "concurrency":
+        load["pattern"] = "closed"
+        load["concurrency"] = int(level)
+        load.pop("rate_per_s", None)
+    else:
+        load["pattern"] = spec.load.pattern if spec.load.open_loop else "poisson"
+        load["rate_per_s"] = float(level)
+    out["load"] = load
+    return out
+
+
+def run_sweep(
+    spec: RunSpec,
+    raw: dict[str, Any],
+    overrides: list[Override],
+    out_root: Path,
+    progress: ProgressFactory | None = None,
+    status: Callable[[str], None] | None = None,
+) -> SweepOutcome:
+    """Run every level (see the module docstring) and write the sweep folder."""
+    say = status or (lambda _msg: None)
+    sweep = spec.sweep or SweepSpec()
+    vary = sweep.vary
+    if vary == "concurrency" and isinstance(sweep.levels, list) and any(v != int(v) for v in sweep.levels):
+        raise SpecError("sweep.levels for vary: concurrency must be whole numbers, e.g. [1, 2, 4, 8]")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    folder = Path(out_root) / f"{spec.name}-sweep-{stamp}-{uuid.uuid4().hex[:8]}"
+    (folder / "levels").mkdir(parents=True)
+    outcome = SweepOutcome(folder=folder, vary=vary, has_slo=bool(spec.slo))
+    launcher: EngineLauncher | None = None
+    if spec.engine is not None:
+        launcher = engine_launcher(spec, folder / "engine.log")
+        say(f"starting the engine once for every level: {' '.join(launcher.command)}")
+        launcher.start()
+
+    def run_level(level: float, name: str, vary_as: str, number: int) -> LevelResult:
+        level_raw = _level_raw(raw, spec, vary_as, level, name, number)
+        level_spec = parse_spec(level_raw, f"{name} (sweep level)")
+        say(f"sweep level {name}: {level_spec.load}")
+        result = execute(level_spec, level_raw, overrides, folder / "levels", progress=progress, status=status,
+                         shared_engine=launcher)
+        return summarize_level(level, result.folder, result.passport)
+
+    try:
+        if sweep.levels != "auto":
+            planned = list(sweep.levels)
+        elif vary == "rate":
+            probe_c = sweep.auto.probe_concurrency
+            probe = run_level(float(probe_c), f"{spec.name}-probe-c{probe_c}", "concurrency", 0)
+            outcome.probe = probe
+            if not probe.throughput_rps:
+                raise PassportError(f"the saturation probe completed no request ({probe.verdict}); "
+                                    f"see {folder / 'levels' / probe.run}")
+            planned = [round(f * probe.throughput_rps, 3) for f in sweep.auto.fractions]
+            say(f"probe: saturation near {probe.throughput_rps:.3f} req/s; levels {planned}")
+        else:
+            planned = auto_concurrency(sweep)
+        for i, level in enumerate(planned):
+            tag = f"c{level:g}" if vary == "concurrency" else f"r{level:g}"
+            result = run_level(level, f"{spec.name}-{tag}", vary, i + 1)
+            outcome.levels.append(result)
+            reason = stop_reason(sweep, vary, result)
+            if reason is None and sweep.levels == "auto" and vary == "concurrency":
+                saturated, _ = saturation(sweep, vary, outcome.levels)
+                if saturated is not None:
+                    reason = f"saturation confirmed: concurrency {saturated:g} is where throughput stops growing"
+            if reason is not None and i + 1 < len(planned):
+                outcome.stop_reason = reason
+                outcome.not_run = planned[i + 1:]
+                break
+            if reason is not None and not result.complete:
+                outcome.stop_reason = reason
+    except KeyboardInterrupt:
+        outcome.stop_reason = "interrupted"
+        raise
+    finally:
+        if launcher is not None:
+            launcher.stop()
+        outcome.saturation, outcome.saturation_note = saturation(sweep, vary, outcome.levels)
+        outcome.knee, outcome.knee_note = knee(outcome.levels, outcome.has_slo)
+        _write(outcome, spec)
+    return outcome
+
+
+def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
+    data = {
+        "sweep_version": SWEEP_VERSION, "name": spec.name,
+        "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "vary": outcome.vary, "slo": spec.slo, "sweep": (spec.sweep or SweepSpec()).model_dump(mode="json"),
+        "probe": asdict(outcome.probe) if outcome.probe else None,
+        "levels": [asdict(lv) for lv in outcome.levels], "not_run": outcome.not_run,
+        "knee": outcome.knee, "knee_note": outcome.knee_note,
+        "saturation": outcome.saturation, "saturation_note": outcome.saturation_note,
+        "stopped_early": outcome.stop_reason,
+    }
+    (outcome.folder / "sweep.json").write_text(json.dumps(data, indent=2) + "\n")
+    write_reports(outcome.folder, f"Sweep: {spec.name}", sweep_blocks(outcome, spec))

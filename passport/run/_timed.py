@@ -1,0 +1,222 @@
+"""The timed phase: the runner sends the schedule while telemetry, the client monitor, the
+launched engine's watcher and (with `canary_share`) canaries under load run beside it.
+
+Ctrl-C and SIGTERM end issuing at once; what is in flight is recorded as interrupted and the
+phase returns normally with the reason, so the caller writes a passport marked INCOMPLETE. The
+writers are closed on every path, so every record written so far stays readable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import signal
+import sys
+import time
+from collections.abc import Coroutine, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness import (
+    CHUNKS_SCHEMA,
+    REQUESTS_SCHEMA,
+    TELEMETRY_SCHEMA,
+    ClientMonitor,
+    EndpointError,
+    EngineLauncher,
+    PreparedRequest,
+    ProgressSink,
+    RepetitionResult,
+    Runner,
+    Schedule,
+    TableWriter,
+    TelemetrySampler,
+    Transport,
+)
+from passport.model import RunSpec
+from passport.run._canaries import UnderLoad
+from workloads import LoadedTokenizer
+
+__all__ = ["TimedInputs", "TimedOutcome", "run_timed_phase"]
+
+_SWITCH_INTERVAL_S = 0.0005  # while timing: a worker thread yields the GIL to the loop within 0.5 ms
+
+
+@dataclass(frozen=True)
+class TimedInputs:
+    """Everything the timed phase needs, prepared before it starts."""
+
+    spec: RunSpec
+    client: Transport
+    schedule: Schedule
+    pool: list[PreparedRequest]
+    entries: list[int]
+    folder: Path
+    t0_ns: int
+    run_start_ns: int
+    tokenizer: LoadedTokenizer
+    launcher: EngineLauncher | None = None
+    progress: ProgressSink | None = None
+    under_load: UnderLoad | None = None
+    telemetry_sources: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TimedOutcome:
+    repetitions: list[RepetitionResult]
+    stop_reason: str | None
+
+
+@contextlib.contextmanager
+def _quiet_interpreter() -> Iterator[None]:
+    """No full garbage collection and a short GIL switch interval while timing.
+
+    A full (oldest-generation) collection walks every object the run holds and stalls the loop
+    for tens of ms (measured: 58-73 ms at 50 req/s, delaying sends by as much;
+    benchmarks/trace_replay.py): young generations are still collected, what existed before is
+    frozen out of every collection. Worker threads (Parquet parts, telemetry scrapes) hold the
+    GIL up to the switch interval (5 ms by default), a send delayed as much. Both restored after.
+    """
+    thresholds = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(thresholds[0], thresholds[1], 1_000_000)
+    switch_interval_s = sys.getswitchinterval()
+    sys.setswitchinterval(_SWITCH_INTERVAL_S)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        gc.unfreeze()
+        sys.setswitchinterval(switch_interval_s)
+
+
+class _EngineWatch:
+    """The launched engine during the phase: its RSS samples and its exit, recorded once as the
+    first reason the run stopped."""
+
+    def __init__(self, launcher: EngineLauncher, telemetry: TableWriter, t0_ns: int, run_start_ns: int,
+                 stop: asyncio.Event, reasons: list[str]) -> None:
+        self.launcher, self.telemetry, self.t0_ns, self.run_start_ns = launcher, telemetry, t0_ns, run_start_ns
+        self.stop, self.reasons = stop, reasons
+        self.exit_seen = False
+
+    def _row(self, name: str, value: float, t_ns: int | None = None) -> None:
+        at = time.perf_counter_ns() if t_ns is None else t_ns
+        self.telemetry.append_row({"t_ns": at - self.t0_ns, "source": "engine", "name": name, "value": value})
+
+    def note_exit(self) -> None:
+        if self.exit_seen:
+            return
+        self.exit_seen = True
+        code = self.launcher.exit_code if self.launcher.exit_code is not None else self.launcher.returncode
+        self._row("exit", float(code if code is not None else -1))
+        self.reasons.insert(0, f"the launched engine exited (code {code}); see engine.log")
+        self.stop.set()
+
+    def record_rss(self) -> None:
+        for t_ns, rss in self.launcher.drain_samples():
+            if t_ns >= self.run_start_ns:  # a shared (sweep) engine was also sampled before this run
+                self._row("rss_bytes", rss, t_ns)
+
+    async def watch(self) -> None:
+        self._row("launched", 1.0)
+        while True:
+            self.record_rss()
+            if not self.launcher.alive():
+                self.note_exit()
+                return
+            await asyncio.sleep(0.5)
+
+    def finish(self) -> None:
+        if not self.launcher.alive():
+            self.note_exit()
+        self.record_rss()
+
+
+def _on_signals(stop: asyncio.Event, reasons: list[str]) -> list[signal.Signals]:
+    """SIGINT and SIGTERM end issuing (the phase then returns normally); the signals installed."""
+    loop = asyncio.get_running_loop()
+
+    def interrupt(name: str) -> None:
+        reasons.append(f"interrupted by {name}")
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(sig, interrupt, sig.name)
+            installed.append(sig)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
+    return installed
+
+
+async def _send(inputs: TimedInputs, runner: Runner) -> list[RepetitionResult]:
+    client = inputs.client
+    await client.start()
+    try:
+        await client.preconnect(min(inputs.spec.load.concurrency or 64, 64))
+    except (OSError, TimeoutError) as exc:
+        endpoint = client.endpoint
+        raise EndpointError(f"cannot open connections to {endpoint.host}:{endpoint.port}: {exc}") from exc
+    return await runner.run()
+
+
+async def _timed(inputs: TimedInputs) -> TimedOutcome:
+    spec, folder, t0_ns = inputs.spec, inputs.folder, inputs.t0_ns
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    installed = _on_signals(stop, reasons)
+    requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
+    chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
+    telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
+    count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer.exact else None
+    runner = Runner(inputs.client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, requests_w, chunks_w,
+                    t0_ns, stop, record_text=spec.record_text,
+                    count_tokens=(lambda s: len(count(s))) if count else None,
+                    progress=inputs.under_load if inputs.under_load is not None else inputs.progress,
+                    entries=inputs.entries)
+    watch = (_EngineWatch(inputs.launcher, telemetry_w, t0_ns, inputs.run_start_ns, stop, reasons)
+             if inputs.launcher is not None else None)
+    background: list[asyncio.Task[None]] = [loop.create_task(ClientMonitor(telemetry_w, t0_ns).run())]
+    if inputs.telemetry_sources:
+        sampler: Coroutine[Any, Any, None] = TelemetrySampler(inputs.telemetry_sources, telemetry_w, t0_ns,
+                                                               spec.telemetry.interval_s).run()
+        background.append(loop.create_task(sampler))
+    if watch is not None:
+        background.append(loop.create_task(watch.watch()))
+    canaries_done = asyncio.Event()
+    under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
+    try:
+        with _quiet_interpreter():
+            results = await _send(inputs, runner)
+        if runner.abort_reason:
+            reasons.append(runner.abort_reason)
+    finally:
+        canaries_done.set()
+        if under_load is not None:  # let a case in flight finish, within reason
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(under_load, timeout=30)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if watch is not None:
+            watch.finish()
+        await inputs.client.aclose()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        for writer in (requests_w, chunks_w, telemetry_w):
+            writer.close()
+    return TimedOutcome(results, reasons[0] if reasons else None)
+
+
+def run_timed_phase(inputs: TimedInputs) -> TimedOutcome:
+    """Run the timed phase on its own event loop (uvloop where installed)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(_timed(inputs))
+    return uvloop.run(_timed(inputs))

@@ -5,7 +5,10 @@ Kept off the timing loop: these run before the timed phase, or in the launcher's
 
 from __future__ import annotations
 
+import json
 import ssl
+import time
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -16,13 +19,24 @@ __all__ = ["ControlClient"]
 
 
 class ControlClient:
-    """httpx client for the endpoint's control plane; `headers` may carry the API key."""
+    """httpx client for the endpoint's control plane; `headers` may carry the API key.
+
+    Every response is read whole only up to `max_bytes` and within `timeout_s` of wall-clock
+    time (a body that never ends counts as no answer). With `record` (a list), each exchange is
+    appended as {method, path, request, status, body, error}: what identity was read from, kept
+    in the run folder (probes.jsonl) so that `passport verify` can replay it. Headers (the API key)
+    are never recorded.
+    """
 
     def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0,
-                 ca_file: str | None = None, transport: httpx.BaseTransport | None = None) -> None:
+                 ca_file: str | None = None, transport: httpx.BaseTransport | None = None,
+                 record: list[dict[str, Any]] | None = None, max_bytes: int = 16 << 20) -> None:
         self.base_url = base_url.rstrip("/")
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.root_url = root
+        self.timeout_s = timeout_s
+        self.max_bytes = max_bytes
+        self.record = record
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
         self._client = httpx.Client(headers=headers or {}, timeout=timeout_s, verify=verify, transport=transport)
 
@@ -35,11 +49,40 @@ class ControlClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def _send(self, method: str, url: str, body: Any = None, timeout_s: float | None = None) -> _Answer:
+        """One bounded exchange; raises httpx.HTTPError when there is no whole answer in time."""
+        limit_s = self.timeout_s if timeout_s is None else timeout_s
+        deadline = time.monotonic() + limit_s
+        path = url[len(self.root_url):] if url.startswith(self.root_url) else url
+        entry: dict[str, Any] = {"method": method, "path": path, "request": body, "status": None, "body": None,
+                                 "error": None}
+        try:
+            with self._client.stream(method, url, json=body, timeout=limit_s) as response:
+                data = bytearray()
+                for chunk in response.iter_bytes():
+                    data += chunk
+                    if len(data) > self.max_bytes:
+                        raise _TooLarge(f"{url} answered more than {self.max_bytes} bytes")
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout(f"{url} did not finish its answer within {limit_s} s")
+                answer = _Answer(response.status_code, bytes(data).decode("utf-8", "replace"))
+        except httpx.HTTPError as exc:
+            entry["error"] = str(exc)
+            self._keep(entry)
+            raise
+        entry.update(status=answer.status_code, body=answer.text)
+        self._keep(entry)
+        return answer
+
+    def _keep(self, entry: dict[str, Any]) -> None:
+        if self.record is not None:
+            self.record.append(entry)
+
     def models(self) -> list[dict[str, Any]]:
         """GET {base}/models; raises EndpointError when unreachable or not OpenAI-shaped."""
         url = f"{self.base_url}/models"
         try:
-            response = self._client.get(url)
+            response = self._send("GET", url)
         except httpx.HTTPError as exc:
             raise EndpointError(
                 f"cannot reach {url}: {exc}. Is the server running, and is endpoint.base_url "
@@ -63,14 +106,14 @@ class ControlClient:
     def healthy(self) -> bool:
         """True when {root}/health answers 200 (False on any error)."""
         try:
-            return self._client.get(f"{self.root_url}/health", timeout=2.0).status_code == 200
+            return self._send("GET", f"{self.root_url}/health", timeout_s=2.0).status_code == 200
         except httpx.HTTPError:
             return False
 
-    def request(self, method: str, path: str, body: Any = None) -> httpx.Response | None:
-        """{method} {root}{path}; None when unreachable (a probe, never fatal)."""
+    def request(self, method: str, path: str, body: Any = None) -> _Answer | None:
+        """{method} {root}{path}; None when unreachable, too slow or too large (a probe, never fatal)."""
         try:
-            return self._client.request(method, f"{self.root_url}{path}", json=body)
+            return self._send(method, f"{self.root_url}{path}", body)
         except httpx.HTTPError:
             return None
 
@@ -93,3 +136,18 @@ class ControlClient:
         """GET {root}{path} as text (e.g. Prometheus /metrics), or None when absent or failing."""
         response = self.request("GET", path)
         return response.text if response is not None and response.status_code == 200 else None
+
+
+class _TooLarge(httpx.HTTPError):
+    """An answer over the control plane's size bound."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A whole, bounded answer: status and body text."""
+
+    status_code: int
+    text: str
+
+    def json(self) -> Any:
+        return json.loads(self.text)

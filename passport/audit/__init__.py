@@ -11,6 +11,8 @@ reports or decide comparisons (that is `passport.judge`).
     verify_run(Path("results/my-run"))          # [] when every figure is reproduced
 """
 
+from passport.audit._canaries import CANARIES_FILE, CANARY_COUNT_NAMES, canary_counts, canary_figures
+from passport.audit._counts import COUNT_NAMES, OUTCOME_CLASSES, count_outcomes, offered_and_achieved_rates
 from passport.audit._declared import (
     DECLARED_FILE,
     SLO_METRICS,
@@ -23,7 +25,17 @@ from passport.audit._declared import (
     read_declared,
     write_declared,
 )
-from passport.audit._files import RAW_FILES, file_entries, load_table, sha256_bytes, sha256_file
+from passport.audit._derive import Derived, RunState, derive
+from passport.audit._files import (
+    RAW_FILES,
+    REPORT_FILES,
+    canonical_json,
+    content_sha256,
+    file_entries,
+    load_table,
+    sha256_bytes,
+    sha256_file,
+)
 from passport.audit._metrics import (
     METRICS,
     PERCENTILES,
@@ -49,11 +61,24 @@ from passport.audit._types import (
     Verdict,
 )
 from passport.audit._units import parse_duration_s, parse_fraction
-from passport.audit._validity import RunFacts, count_outcomes, evaluate, offered_and_achieved_rates, verdict_of
+from passport.audit._validity import RunFacts, evaluate, verdict_of
 from passport.audit._verify import diff_values, read_passport_json, verify_run
-from passport.audit._versions import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._versions import DERIVED_VALIDITY_SINCE, SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
 
 __all__ = [
+    "COUNT_NAMES",
+    "DERIVED_VALIDITY_SINCE",
+    "Derived",
+    "OUTCOME_CLASSES",
+    "REPORT_FILES",
+    "RunState",
+    "canonical_json",
+    "content_sha256",
+    "derive",
+    "CANARIES_FILE",
+    "CANARY_COUNT_NAMES",
+    "canary_counts",
+    "canary_figures",
     "DECLARED_FILE",
     "METRICS",
     "PERCENTILES",

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from passport.audit._files import sha256_bytes
+from passport.audit._files import canonical_json, sha256_bytes
 from passport.audit._units import parse_duration_s, parse_fraction
 
 __all__ = ["DECLARED_FILE", "SLO_METRICS", "SLO_STATS", "SloTarget", "DiscardRule", "Declarations",
@@ -85,6 +85,7 @@ class Declarations:
     context_tokens_per_sequence: int | None = None
     capacity_source: str | None = None
     written_utc: str | None = None
+    context_needed_tokens: int | None = None
 
 
 def _split_metric(name: str, stats: tuple[str, ...]) -> tuple[str, str]:
@@ -126,18 +127,17 @@ def parse_discard_rule(text: str) -> DiscardRule:
     return DiscardRule(stripped, "metric", metric=metric, stat=stat, op=op, value=parse_duration_s(raw))
 
 
-def _canonical(data: Any) -> bytes:
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
-
-
 def write_declared(folder: Path, effective_spec: dict[str, Any], context_tokens_per_sequence: int | None,
-                   capacity_source: str | None) -> tuple[str, str]:
+                   capacity_source: str | None, context_needed_tokens: int | None = None) -> tuple[str, str]:
     """Write declared.json (before the first timed request); returns (its sha256, the UTC time
-    written into it)."""
+    written into it). `context_needed_tokens`: the workload's longest request (prompt + output
+    budget; a session's whole history), which the `context_capacity` rule checks against the
+    realized context."""
     written = dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     data = {"written_utc": written, "spec": effective_spec,
-            "capacity": {"context_tokens_per_sequence": context_tokens_per_sequence, "source": capacity_source}}
-    body = _canonical(data)
+            "capacity": {"context_tokens_per_sequence": context_tokens_per_sequence, "source": capacity_source},
+            "workload": {"context_needed_tokens": context_needed_tokens}}
+    body = canonical_json(data)
     (Path(folder) / DECLARED_FILE).write_bytes(body + b"\n")
     return sha256_bytes(body + b"\n"), written
 
@@ -156,4 +156,5 @@ def read_declared(folder: Path) -> Declarations:
         context_tokens_per_sequence=capacity.get("context_tokens_per_sequence"),
         capacity_source=capacity.get("source"),
         written_utc=data.get("written_utc"),
+        context_needed_tokens=(data.get("workload") or {}).get("context_needed_tokens"),
     )

@@ -7,16 +7,22 @@ reads `<name>.parquet`, or the `<name>.parts/` a killed run leaves. pyarrow only
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["RAW_FILES", "FileFacts", "sha256_file", "sha256_bytes", "file_entries", "load_table"]
+from passport._errors import RunFolderError
+
+__all__ = ["RAW_FILES", "REPORT_FILES", "FileFacts", "sha256_file", "sha256_bytes", "file_entries", "load_table",
+           "content_sha256", "canonical_json"]
 
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json", "canaries.parquet")
+             "declared.json", "canaries.parquet", "probes.jsonl")
+REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
 
 
 class FileFacts(TypedDict):
@@ -41,11 +47,26 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def file_entries(folder: Path) -> dict[str, FileFacts]:
-    """sha256, size and (for Parquet) row count of each raw file present in the run folder."""
+def canonical_json(data: Any) -> bytes:
+    """The one byte form a JSON value is hashed in: sorted keys, no spaces, UTF-8."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def content_sha256(passport: Mapping[str, Any]) -> str:
+    """The hash a passport carries over its own canonical form (every field but this one)."""
+    return sha256_bytes(canonical_json({k: v for k, v in passport.items() if k != "content_sha256"}))
+
+
+def file_entries(folder: Path, reports: bool = False) -> dict[str, FileFacts]:
+    """sha256, size and (for Parquet) row count of each raw file present in the run folder, and
+    with `reports` of report.md, report.html and plots/*.png."""
+    folder = Path(folder)
+    names = list(RAW_FILES)
+    if reports:
+        names += [*REPORT_FILES, *(f"plots/{p.name}" for p in sorted((folder / "plots").glob("*.png")))]
     entries: dict[str, FileFacts] = {}
-    for name in RAW_FILES:
-        path = Path(folder) / name
+    for name in names:
+        path = folder / name
         if path.is_file():
             rows = pq.ParquetFile(path).metadata.num_rows if name.endswith(".parquet") else None
             entries[name] = FileFacts(sha256=sha256_file(path), bytes=path.stat().st_size, rows=rows)
@@ -56,9 +77,16 @@ def load_table(run_dir: Path, name: str) -> pa.Table | None:
     """`<name>.parquet`, or the parts of a killed run (`<name>.parts/`), or None if neither."""
     path = Path(run_dir) / f"{name}.parquet"
     if path.is_file():
-        return pq.read_table(path)
+        return _read(path)
     parts = Path(run_dir) / f"{name}.parts"
     if parts.is_dir():
         files = sorted(parts.glob("part-*.parquet"))
-        return pa.concat_tables([pq.read_table(f) for f in files]) if files else None
+        return pa.concat_tables([_read(f) for f in files]) if files else None
     return None
+
+
+def _read(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise RunFolderError(f"{path} is not a readable Parquet file (truncated or damaged?): {exc}") from exc

@@ -8,17 +8,13 @@ never change the verdict, but the report lists them as caveats. Thresholds come 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-import pyarrow as pa
-
-from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
 
-__all__ = ["RunFacts", "evaluate", "verdict_of", "count_outcomes", "offered_and_achieved_rates", "RULES"]
+__all__ = ["RunFacts", "evaluate", "verdict_of", "RULES"]
 
 
 @dataclass(frozen=True)
@@ -41,46 +37,6 @@ class RunFacts:
     achieved_rate_per_s: float | None = None
 
 
-def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
-    """Rows of measured requests, leaving out repetitions discarded by a pre-registered rule."""
-    phase = object_column(requests, "phase")
-    measured: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
-    return measured
-
-
-def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[str, int | None]:
-    """Failure counts kept apart (measured requests only); None = not checked by this run."""
-    outcome = object_column(requests, "outcome")
-    kinds = object_column(requests, "timeout_kind")
-    m = _measured(requests, discarded)
-    target = object_column(requests, "max_tokens_is_target")
-    completion = numeric_column(requests, "completion_tokens")
-    wanted = numeric_column(requests, "max_tokens")
-    ok = m & np.isin(outcome, SUCCESS_OUTCOMES)
-    short = ok & (target == True) & (completion < wanted)  # noqa: E712 (object array)
-    counts: dict[str, int | None] = {
-        "measured": int(m.sum()),
-        "succeeded": int(ok.sum()),
-        "rejections": int((m & (outcome == "rejected")).sum()),
-        "truncations": int((m & (outcome == "truncated")).sum()),
-        "short_outputs": int(short.sum()),
-        "http_errors": int((m & (outcome == "http_error")).sum()),
-        "stream_errors": int((m & (outcome == "stream_error")).sum()),
-        "client_errors": int((m & (outcome == "client_error")).sum()),
-    }
-    for kind in ("connect", "first_byte", "stall", "total"):
-        counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
-    has_checks = "check_result" in requests.column_names
-    checked = object_column(requests, "check_result") if has_checks else np.full(len(m), None, dtype=object)
-    asked_kind = object_column(requests, "check") if has_checks else np.full(len(m), None, dtype=object)
-    for name, category, check_kind in (("schema_failures", "schema_failure", "json_schema"),
-                                       ("tool_failures", "tool_failure", "tool_call")):
-        asked = m & (asked_kind == check_kind)
-        counts[name] = int((asked & (checked == category)).sum()) if asked.any() else None
-    counts["wrong_answers"] = None
-    return counts
-
-
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
           recommendation: str | None = None, soft: bool = False) -> RuleFigures:
     status: RuleStatus = "PASS" if passed else ("WARN" if soft else "FAIL")
@@ -92,31 +48,6 @@ def _note(name: str, status: RuleStatus, message: str, measured: Any = None) -> 
     """A rule that could not be judged (SKIP) or needs no threshold."""
     return {"name": name, "status": status, "measured": measured, "threshold": None, "message": message,
             "recommendation": None}
-
-
-def offered_and_achieved_rates(requests: pa.Table,
-                               discarded: Sequence[int] = ()) -> tuple[float | None, float | None]:
-    """Measured requests: (scheduled arrivals per s over their intended span, successful
-    completions per s over their end span). A server that keeps up completes as fast as it is
-    offered; one that saturates stretches the completions. Per repetition, then averaged."""
-    measured = _measured(requests, discarded)
-    outcome = object_column(requests, "outcome")
-    rep = object_column(requests, "repetition")
-    intended = numeric_column(requests, "intended_ns")
-    end = numeric_column(requests, "end_ns")
-    offered, achieved = [], []
-    for r in set(rep[measured].tolist()):
-        m = measured & (rep == r)
-        ok = m & np.isin(outcome, SUCCESS_OUTCOMES) & np.isfinite(end)
-        if m.sum() < 3 or ok.sum() < 3:
-            continue
-        span_i, span_e = np.nanmax(intended[m]) - np.nanmin(intended[m]), end[ok].max() - end[ok].min()
-        if span_i > 0 and span_e > 0:
-            offered.append((m.sum() - 1) / (span_i / 1e9))
-            achieved.append((ok.sum() - 1) / (span_e / 1e9))
-    if not offered:
-        return None, None
-    return float(np.mean(offered)), float(np.mean(achieved))
 
 
 def _run_complete(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:

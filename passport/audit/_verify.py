@@ -1,34 +1,43 @@
-"""`passport verify RUN_DIR`: recompute a passport's results and check every file's hash.
+"""`passport verify RUN_DIR`: recompute everything derivable in a passport and check every hash.
 
-For auditors: it reads `passport.json` as plain JSON, checks the schema version and the sha256
-of every raw file it lists, checks that the SLOs and discard rules in the protocol are those
-frozen in declared.json before the first timed request, recomputes `results` from the raw files
-with `compute_results` (numpy and pyarrow only; nothing from the load generator), and reports
-each difference. An empty list means "verified".
+For auditors: it reads `passport.json` as plain JSON and checks, field by field:
+- the content hash over the passport's canonical form (schema 1.3 on): a hand edit of any field
+  is caught, even one nothing recomputes;
+- the sha256, size and rows of every file the passport lists (raw files, reports, probes);
+- that the SLOs and discard rules in the protocol are those frozen in declared.json before the
+  first timed request;
+- results, recomputed from the raw files with `compute_results`; and from schema 1.3 on, the
+  counts, the canary section, every validity rule (status, measured value, threshold) and the
+  verdict, re-derived with `derive`, the function the run itself used.
+numpy and pyarrow only; nothing from the load generator. Reports are re-rendered and identity
+is replayed from probes.jsonl by the CLI (`passport verify`), which has the libraries for that.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from passport._errors import RunFolderError
 from passport.audit._declared import DECLARED_FILE
-from passport.audit._files import sha256_file
+from passport.audit._derive import RunState, derive
+from passport.audit._files import content_sha256, sha256_file
 from passport.audit._results import compute_results
-from passport.audit._versions import SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._versions import DERIVED_VALIDITY_SINCE, SUPPORTED_SCHEMA_VERSIONS
 
-__all__ = ["verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2"]
+__all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2"]
 
 RESULTS_ADDED_IN_1_2 = ("lengths", "sessions", "checks", "shapes")
 
 
 def _explanation(key: str) -> bool:
-    """Free-text explanations (`reason`, `energy_reason`, ...) say why a figure is missing; their
-    wording may change between harness versions, so they are not compared."""
-    return key == "reason" or key.endswith("_reason")
+    """Free text (`reason`, `energy_reason`, a rule's `message` and `recommendation`) explains a
+    figure; its wording may change between harness versions, so it is not compared (from schema
+    1.3 on the content hash still covers it)."""
+    return key in ("reason", "message", "recommendation") or key.endswith("_reason")
 
 
 def diff_values(expected: Any, actual: Any, path: str = "results") -> list[str]:
@@ -82,15 +91,19 @@ def _check_declarations(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     return problems
 
 
-def read_passport_json(path: Path) -> dict[str, Any]:
+def read_passport_json(path: Path, sealed: bool = False) -> dict[str, Any]:
     """A passport.json (or a run folder's) as plain JSON; RunFolderError when there is none this
-    version of passport reads (missing, not JSON, or of an unknown schema version)."""
+    version of passport reads (missing, not JSON, of an unknown schema version) and, with
+    `sealed`, when its content hash says it was edited after it was written."""
     path = Path(path)
     if path.is_dir():
         path = path / "passport.json"
     try:
         passport = json.loads(path.read_text())
     except OSError as exc:
+        if (path.parent / "passport.draft.json").is_file():
+            raise RunFolderError(f"{path.parent} has no passport.json but a passport.draft.json: the run was "
+                                 "killed before it finished; `passport recover` writes its passport") from exc
         raise RunFolderError(f"cannot read {path}: {exc.strerror}; give a run folder (results/<run>/)") from exc
     except json.JSONDecodeError as exc:
         raise RunFolderError(f"{path} is not valid JSON: {exc}") from exc
@@ -98,29 +111,91 @@ def read_passport_json(path: Path) -> dict[str, Any]:
     if version not in SUPPORTED_SCHEMA_VERSIONS:
         raise RunFolderError(f"{path}: passport schema_version {version!r} is not supported by this passport "
                              f"(knows {', '.join(SUPPORTED_SCHEMA_VERSIONS)}); upgrade passport")
+    if sealed and passport.get("content_sha256") is not None and passport["content_sha256"] != content_sha256(passport):
+        raise RunFolderError(f"{path} was edited after it was written (its content hash differs); "
+                             f"`passport verify {path.parent}` shows what")
     return dict(passport)
 
 
-def verify_run(run_dir: Path) -> list[str]:
-    """Every difference between the passport and what its raw files say (empty: verified).
-    Raises RunFolderError when `run_dir` holds no passport this verifier can read."""
-    run_dir = Path(run_dir)
-    passport = read_passport_json(run_dir)
-    problems: list[str] = []
-    version = passport["schema_version"]
+@dataclass
+class Verification:
+    """What verify found: `problems` (empty: verified) and what it `checked`."""
+
+    problems: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+
+
+def _check_files(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+    problems = []
     for name, entry in passport.get("files", {}).items():
         file_path = run_dir / name
         if not file_path.is_file():
             problems.append(f"{name}: listed in the passport but missing")
         elif sha256_file(file_path) != entry["sha256"]:
             problems.append(f"{name}: sha256 differs from the passport (the file was changed)")
-    problems += _check_declarations(run_dir, passport)
-    try:
-        recomputed = json.loads(json.dumps(compute_results(run_dir)))
-    except (OSError, KeyError, ValueError) as exc:
-        return problems + [f"cannot recompute results: {exc}"]
+    return problems
+
+
+def _state(passport: dict[str, Any]) -> RunState:
+    validity = passport.get("validity") or {}
+    return RunState(complete=bool(validity.get("complete")), incomplete_reason=validity.get("incomplete_reason"),
+                    forced=bool(validity.get("forced")), launched_engine=bool(validity.get("launched_engine")))
+
+
+def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+    """Results, counts, canaries, rules and verdict of a 1.3+ passport against `derive`."""
+    derived = derive(run_dir, passport["protocol"], _state(passport))
+    recomputed = json.loads(json.dumps({
+        "results": derived.results, "counts": derived.counts, "canaries": derived.canaries,
+        "rules": derived.rules, "verdict": derived.verdict}))
+    validity = passport.get("validity") or {}
+    problems = diff_values(passport.get("results", {}), recomputed["results"])
+    problems += diff_values(validity.get("counts"), recomputed["counts"], "validity.counts")
+    problems += diff_values(validity.get("canaries"), recomputed["canaries"], "validity.canaries")
+    problems += diff_values(validity.get("rules"), recomputed["rules"], "validity.rules")
+    for where, value in (("verdict", passport.get("verdict")), ("validity.verdict", validity.get("verdict"))):
+        if value != derived.verdict:
+            problems.append(f"{where}: passport says {value!r}, the raw logs and the rules give {derived.verdict!r}")
+    return problems
+
+
+def _check_results(run_dir: Path, passport: dict[str, Any], version: str) -> list[str]:
+    """Results of a passport older than 1.3 (its other parts carry no inputs to re-derive from)."""
+    recomputed = json.loads(json.dumps(compute_results(run_dir)))
     if version in ("1.0", "1.1"):  # figures added in 1.2 were not part of these passports
         for key in RESULTS_ADDED_IN_1_2:
             recomputed.pop(key, None)
-    problems += diff_values(passport.get("results", {}), recomputed)
-    return problems
+    return diff_values(passport.get("results", {}), recomputed)
+
+
+def verify_run(run_dir: Path) -> Verification:
+    """Every difference between the passport and what its raw files say (see the module
+    docstring). Raises RunFolderError when `run_dir` holds no passport this verifier can read."""
+    run_dir = Path(run_dir)
+    passport = read_passport_json(run_dir)
+    version = str(passport["schema_version"])
+    derived_validity = _version(version) >= _version(DERIVED_VALIDITY_SINCE)
+    out = Verification()
+    if derived_validity:
+        out.checked.append("content hash")
+        if passport.get("content_sha256") != content_sha256(passport):
+            out.problems.append("passport.json: content_sha256 differs from its content (the passport was edited "
+                                "after it was written)")
+    out.checked.append("files")
+    out.problems += _check_files(run_dir, passport)
+    out.checked.append("declarations")
+    out.problems += _check_declarations(run_dir, passport)
+    try:
+        if derived_validity:
+            out.checked += ["results", "counts", "canaries", "validity rules", "verdict"]
+            out.problems += _check_derived(run_dir, passport)
+        else:
+            out.checked.append(f"results (schema {version}: validity predates re-derivation)")
+            out.problems += _check_results(run_dir, passport, version)
+    except (OSError, KeyError, ValueError) as exc:
+        out.problems.append(f"cannot recompute: {exc}")
+    return out
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("."))

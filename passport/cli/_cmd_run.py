@@ -32,6 +32,10 @@ def main(args: argparse.Namespace) -> ExitCode:
     spec, raw, _, overrides = load_spec_with_overrides(args)
     with Printer(args.quiet) as printer:
         outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
+    if outcome.passport.verdict == "INCOMPLETE":
+        kept = outcome.passport.files.get("requests.parquet")
+        printer.status(f"{outcome.passport.verdict}: {outcome.passport.validity.incomplete_reason}; "
+                       f"{kept.rows if kept else 0} requests recorded and kept")
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):

@@ -1,4 +1,4 @@
-"""`passport verify RUN_DIR`: recompute a run's figures from its raw logs, check every hash."""
+"""`passport verify RUN_DIR`: recompute everything a passport says from its run folder."""
 
 from __future__ import annotations
 
@@ -13,20 +13,32 @@ __all__ = ["add", "main"]
 
 def add(sub: Any, epilog: str) -> None:
     verify = sub.add_parser(
-        "verify", help="recompute a run's results from its raw logs and check file hashes",
-        description="Recompute every result of RUN_DIR/passport.json from the Parquet files and check the "
-                    "sha256 of every raw file. Prints 'verified' or each difference. Exit 0 verified, 1 differences "
-                    "found, 2 when RUN_DIR is not a readable run folder.",
+        "verify", help="recompute a run's figures, validity and verdict from its raw logs; check every hash",
+        description="Check RUN_DIR/passport.json against its run folder: its content hash, the sha256 of every "
+                    "file it lists, the declarations frozen before the run; recompute the results, counts, canary "
+                    "summary, every validity rule and the verdict from the raw files; re-render the reports and "
+                    "replay the recorded probes behind the identity. Prints 'verified' or each difference. Exit 0 "
+                    "verified, 1 differences found, 2 when RUN_DIR holds no passport this version reads.",
     )
     verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
 
 
 def main(args: argparse.Namespace) -> ExitCode:
     from passport.audit import verify_run
+    from passport.model import Passport, read_passport_json
+    from passport.report import check_reports
+    from passport.run import replay_identity
 
-    problems = verify_run(args.run_dir)
+    verification = verify_run(args.run_dir)
+    problems, checked = list(verification.problems), list(verification.checked)
+    if not any(p.startswith("passport.json: content_sha256") for p in problems):
+        passport = Passport.model_validate(read_passport_json(args.run_dir))
+        if passport.content_sha256 is not None:
+            checked += ["reports", "identity (recorded probes)"]
+            problems += check_reports(passport, args.run_dir) + replay_identity(passport, args.run_dir)
     if not problems:
         print(f"verified: {args.run_dir}")
+        print(f"checked: {', '.join(checked)}")
         return ExitCode.OK
     print(f"NOT verified: {args.run_dir}")
     for problem in problems:

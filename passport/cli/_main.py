@@ -9,9 +9,10 @@ input error (exit 2, one line on stderr), a Ctrl-C before the timed phase exits 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from collections.abc import Callable
-from types import ModuleType
+from types import FrameType, ModuleType
 
 from passport.cli import (
     _cmd_canary,
@@ -19,6 +20,7 @@ from passport.cli import (
     _cmd_compare,
     _cmd_gate,
     _cmd_probe,
+    _cmd_recover,
     _cmd_run,
     _cmd_sweep,
     _cmd_verify,
@@ -51,7 +53,8 @@ examples:
 # In the order `--help` lists them.
 COMMANDS: dict[str, ModuleType] = {
     "run": _cmd_run, "sweep": _cmd_sweep, "canary": _cmd_canary, "workload": _cmd_workload, "probe": _cmd_probe,
-    "capacity": _cmd_capacity, "verify": _cmd_verify, "gate": _cmd_gate, "compare": _cmd_compare,
+    "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
+    "compare": _cmd_compare,
 }
 
 
@@ -93,11 +96,16 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
         print(f"ERROR: {exc}", file=sys.stderr)
         return ExitCode.USAGE
     except KeyboardInterrupt:
-        print("ERROR: interrupted before the timed phase; nothing was measured", file=sys.stderr)
+        print("ERROR: interrupted before anything was timed; nothing was measured", file=sys.stderr)
         return ExitCode.FAILED
 
 
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGTERM, _interrupt)  # a CI runner's SIGTERM is a Ctrl-C, not a silent death
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -4,7 +4,7 @@ versioned JSON Schema, `read_passport` that refuses unknown versions). It comput
 figures come from `passport.audit`, whose TypedDict shapes these models validate.
 """
 
-from passport.model._io import read_passport
+from passport.model._io import read_passport, read_passport_json
 from passport.model._passport import (
     SCHEMA_VERSION,
     SUPPORTED_SCHEMA_VERSIONS,
@@ -21,6 +21,7 @@ from passport.model._passport import (
     MetricDefinition,
     Override,
     Passport,
+    PassportDraft,
     PeakMemory,
     Protocol,
     Results,
@@ -71,6 +72,7 @@ __all__ = [
     "MetricDefinition",
     "Override",
     "Passport",
+    "PassportDraft",
     "PeakMemory",
     "Protocol",
     "Results",
@@ -95,5 +97,6 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "read_passport",
+    "read_passport_json",
     "render_schema",
 ]

@@ -19,6 +19,13 @@
   `results.checks` (structured-output and tool-call answers validated per request) and
   `results.shapes` (outcomes per shape). Raw schema 2 adds the columns behind them. Older
   passports read with these fields null, and `verify` does not ask an older passport for them.
+- "1.3" (2026-12): a passport that cannot be forged, mistyped or over-read. `content_sha256`
+  over the passport's own canonical form (every field but itself); `files` also lists the
+  reports (report.md, report.html, plots/*.png) and probes.jsonl (every control-plane response
+  identity was read from); `validity.launched_engine`; canary failures are counted apart from
+  the workload's (`canary_schema_failures`, `canary_tool_failures`); declared.json records the
+  workload's `context_needed_tokens`. `verify` re-derives validity, counts, canaries and the
+  verdict of a 1.3 passport; older ones it verifies as before (results, files, declarations).
 
 The generated JSON Schema is committed at `passport/model/schema/passport.schema.json`
 (`python -m passport.model` rewrites it; a test fails when it drifts).
@@ -26,6 +33,7 @@ The generated JSON Schema is committed at `passport/model/schema/passport.schema
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -72,6 +80,7 @@ __all__ = [
     "Results",
     "FileEntry",
     "Passport",
+    "PassportDraft",
     "Verdict",
 ]
 
@@ -235,6 +244,7 @@ class Validity(_Model):
     complete: bool
     incomplete_reason: str | None = None
     forced: bool = False
+    launched_engine: bool | None = Field(None, description="The harness launched the engine (null before 1.3).")
     canaries: CanaryInfo
     rules: list[RuleResult]
     counts: dict[str, int | None]
@@ -364,6 +374,8 @@ class Passport(_Model):
     """A benchmark passport (see the module docstring for the version history)."""
 
     schema_version: str = SCHEMA_VERSION
+    content_sha256: str | None = Field(
+        None, description="sha256 of this passport's canonical JSON without this field (null before 1.3).")
     run_id: str
     name: str
     created_utc: str
@@ -374,7 +386,25 @@ class Passport(_Model):
     results: Results
     files: dict[str, FileEntry]
 
+    def json_dict(self) -> dict[str, Any]:
+        """The passport as the JSON it is written as (plain types, canonical key names)."""
+        return dict(json.loads(self.model_dump_json()))
+
     def discarded_repetitions(self) -> list[int]:
         """The repetitions this passport's pre-registered rules discarded."""
         discard = self.results.discard
         return [] if discard is None else [d.repetition for d in discard.discarded]
+
+
+class PassportDraft(_Model):
+    """What a run knows before its timed phase, written to passport.draft.json so that a run
+    killed on the way can still be turned into a passport (`passport recover`)."""
+
+    schema_version: str = SCHEMA_VERSION
+    run_id: str
+    name: str
+    identity: dict[str, SourcedValue]
+    protocol: Protocol
+    forced: bool
+    launched_engine: bool
+

@@ -12,13 +12,22 @@ from passport.report._doc import (
     Para,
     Table,
     Verdict,
+    render_reports,
     to_html,
     to_markdown,
     write_reports,
 )
 from passport.report._junit import junit_cases, junit_xml
 from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
-from passport.report._run_report import HEADLINE_METRICS, caveats, headline_lines, ms, run_report_blocks, slo_lines
+from passport.report._run_report import (
+    HEADLINE_METRICS,
+    caveats,
+    check_reports,
+    headline_lines,
+    ms,
+    run_report_blocks,
+    slo_lines,
+)
 from passport.report._sweep_report import summary_lines, sweep_blocks
 
 __all__ = [
@@ -33,12 +42,14 @@ __all__ = [
     "Table",
     "Verdict",
     "caveats",
+    "check_reports",
     "comparison_blocks",
     "headline_lines",
     "junit_cases",
     "junit_xml",
     "latency_cdfs",
     "ms",
+    "render_reports",
     "run_report_blocks",
     "slo_lines",
     "summary_lines",

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["Heading", "Para", "Table", "Bullets", "Image", "Verdict", "Block", "to_markdown", "to_html",
-           "write_reports"]
+           "write_reports",
+           "render_reports"]
 
 
 @dataclass(frozen=True)
@@ -149,15 +150,18 @@ def to_html(title: str, blocks: list[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
+def render_reports(title: str, blocks: list[Block]) -> dict[str, bytes]:
+    """The report files as bytes, by their path in the folder: plots/*.png, report.md, report.html."""
+    files = {f"plots/{b.file}": b.png for b in blocks if isinstance(b, Image)}
+    files["report.md"] = to_markdown(title, blocks).encode()
+    files["report.html"] = to_html(title, blocks).encode()
+    return files
+
+
 def write_reports(folder: Path, title: str, blocks: list[Block]) -> tuple[Path, Path]:
     """Write report.md, report.html and plots/*.png into `folder`; returns (md, html) paths."""
     folder = Path(folder)
-    images = [b for b in blocks if isinstance(b, Image)]
-    if images:
-        (folder / "plots").mkdir(exist_ok=True)
-        for image in images:
-            (folder / "plots" / image.file).write_bytes(image.png)
-    md, page = folder / "report.md", folder / "report.html"
-    md.write_text(to_markdown(title, blocks))
-    page.write_text(to_html(title, blocks))
-    return md, page
+    for name, data in render_reports(title, blocks).items():
+        (folder / name).parent.mkdir(exist_ok=True)
+        (folder / name).write_bytes(data)
+    return folder / "report.md", folder / "report.html"

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import numpy as np
 
-from passport.audit import Distribution, load_table, per_request_samples
+from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples
 from passport.model import Passport, Stat
-from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
+from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict, render_reports
 from passport.report._plots import CDF_METRICS, latency_cdfs, timeline
 
-__all__ = ["run_report_blocks", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
+__all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
            "ms"]
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
@@ -307,5 +307,26 @@ def run_report_blocks(p: Passport, folder: Path) -> list[Block]:
     blocks += [Heading("Files"),
                Table(["file", "rows", "bytes", "sha256"],
                      [[name, str(f.rows) if f.rows is not None else "—", str(f.bytes), f"`{f.sha256}`"]
-                      for name, f in p.files.items()])]
+                      for name, f in p.files.items() if name in RAW_FILES])]
     return blocks
+
+
+def check_reports(p: Passport, folder: Path) -> list[str]:
+    """Re-render a run's reports from its passport and raw files: each report file the passport
+    lists that differs from the fresh rendering (edited, or rendered with other library versions)."""
+    listed = [name for name in p.files if name in REPORT_FILES or name.startswith("plots/")]
+    if not listed:
+        return []
+    rendered = render_reports(f"Passport: {p.name}", run_report_blocks(p, folder))
+    problems = [f"{name}: listed in the passport but not part of its report" for name in listed
+                if name not in rendered]
+    problems += [f"{name}: part of the report but not listed in the passport" for name in rendered
+                 if name not in listed]
+    for name in listed:
+        path = folder / name
+        if name in rendered and path.is_file() and path.read_bytes() != rendered[name]:
+            libraries = ", ".join(f"{k} {v}" for k, v in p.protocol.harness.libraries.items() if k == "matplotlib")
+            problems.append(f"{name}: differs from a fresh rendering of the passport and raw logs (edited by "
+                            f"hand, or rendered with other library versions than {libraries or 'recorded'})")
+    return problems
+

@@ -13,6 +13,8 @@ from passport.run._identity import DECLARED_ALIASES, STANDARD_FIELDS, complete_i
 from passport.run._plan import plan_workload, request_params, resolve_tokenizer
 from passport.run._prefix_cache import apply_prefix_cache_policy
 from passport.run._preview import preset_lines, workload_summary
+from passport.run._recover import recover
+from passport.run._replay import replay_identity
 from passport.run._stages import ProgressFactory, Say
 from passport.run._sweep import run_sweep
 
@@ -33,6 +35,8 @@ __all__ = [
     "plan_workload",
     "preset_lines",
     "probe_endpoint",
+    "recover",
+    "replay_identity",
     "request_params",
     "resolve_tokenizer",
     "run_canary_command",

@@ -11,17 +11,15 @@ import asyncio
 from collections.abc import Callable
 from pathlib import Path
 
+import pyarrow.parquet as pq
+
 from canaries import CanaryError, CaseResult, Suite, load_suite, run_case, run_suite, write_results
 from harness import Api, Endpoint, HttpClient, ProgressSink, Timeouts
 from passport._errors import SpecError
-from passport.model import CanaryFailure, CanaryInfo, CanaryUnderLoad
+from passport.audit import CANARIES_FILE, canary_figures
+from passport.model import CanaryInfo
 
-__all__ = ["CANARIES_FILE", "load_declared_suite", "run_canaries", "canary_info", "canary_counts", "UnderLoad"]
-
-CANARIES_FILE = "canaries.parquet"
-_CATEGORIES = {"rejection": "canary_rejections", "truncation": "canary_truncations",
-               "schema_failure": "schema_failures", "tool_failure": "tool_failures", "wrong_answer": "wrong_answers",
-               "error": "canary_errors"}
+__all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
 
 
 def load_declared_suite(name: str) -> Suite:
@@ -48,39 +46,16 @@ def run_canaries(suite: Suite, base_url: str, headers: dict[str, str], ca_file: 
     return asyncio.run(go())
 
 
-def _failures(results: list[CaseResult]) -> list[CanaryFailure]:
-    return [CanaryFailure(case_id=r.case_id, kind=r.kind, category=r.category or "error", reason=r.reason,
-                          expected=r.expected, actual=r.actual) for r in results if not r.passed]
-
-
-def canary_info(suite: Suite, results: list[CaseResult], forced: bool, folder: Path | None,
+def canary_info(suite: Suite, results: list[CaseResult], forced: bool, folder: Path,
                 under_load: list[CaseResult] | None = None, share: float = 0.0) -> CanaryInfo:
-    """The passport's canary section (gate `results`, and `under_load` cases sampled during the
-    timed run); writes every case to canaries.parquet in `folder` when given."""
-    if folder is not None:
-        write_results(folder / CANARIES_FILE, results + (under_load or []))
-    failed = _failures(results)
-    served = [r.prompt_tokens for r in results if r.kind == "long_context" and r.outcome == "ok" and r.prompt_tokens]
-    loaded = None
-    if under_load is not None:
-        loaded = CanaryUnderLoad(share=share, n_cases=len(under_load), n_failed=sum(not r.passed for r in under_load),
-                                 failures=_failures(under_load))
-    return CanaryInfo(
-        largest_context_served_tokens=max(served) if served else None,
-        status="failed" if failed else "passed", suite=suite.suite, suite_sha256=suite.sha256,
-        suite_version=suite.version, n_cases=len(results), n_failed=len(failed), forced=forced and bool(failed),
-        reason=(f"{len(failed)} of {len(results)} cases failed" if failed else f"all {len(results)} cases passed"),
-        failures=failed, under_load=loaded,
-    )
-
-
-def canary_counts(results: list[CaseResult]) -> dict[str, int]:
-    """Failed cases by category, under the names the validity counts use."""
-    counts = dict.fromkeys(_CATEGORIES.values(), 0)
-    for r in results:
-        if not r.passed:
-            counts[_CATEGORIES.get(r.category or "error", "canary_errors")] += 1
-    return counts
+    """Write every case (the pre-timing gate `results`, then `under_load` cases sampled during
+    the timed run) to canaries.parquet and sum them up for the passport, from that file, as
+    `passport verify` does."""
+    path = folder / CANARIES_FILE
+    write_results(path, results + (under_load or []))
+    figures = canary_figures(pq.read_table(path), suite.suite, suite.version, forced,
+                             share if under_load is not None else None)
+    return CanaryInfo.model_validate(figures)
 
 
 class UnderLoad:

@@ -16,8 +16,9 @@ from pathlib import Path
 
 from canaries import CaseResult, Suite, record_suite
 from harness import ControlClient, EngineLauncher, Timeouts, engines
+from passport.audit import CANARIES_FILE
 from passport.model import CanaryInfo, RunSpec
-from passport.run._canaries import CANARIES_FILE, canary_info, load_declared_suite, run_canaries
+from passport.run._canaries import canary_info, load_declared_suite, run_canaries
 from passport.run._endpoint import auth_headers, engine_launcher, model_of
 
 __all__ = ["CanaryOutcome", "run_canary_command"]

@@ -31,15 +31,17 @@ from harness import (
     Endpoint,
     EngineLauncher,
     HttpClient,
+    PreparedRequest,
     Timeouts,
 )
-from passport.audit import sha256_file
+from passport.audit import RunState, sha256_file
 from passport.model import CanaryInfo, Override, Passport, RunSpec
-from passport.run._assemble import assemble_passport, write_passport
+from passport.run._assemble import cycle_note, draft_passport, finalize, write_draft, write_passport
 from passport.run._canaries import UnderLoad, canary_info, load_declared_suite, run_canaries
 from passport.run._collect import collect_harness, collect_host, collect_launcher
 from passport.run._endpoint import auth_headers, engine_launcher, model_of
 from passport.run._identity import complete_identity, probe_endpoint
+from passport.run._interrupts import Interrupts
 from passport.run._plan import (
     declare,
     plan_workload,
@@ -51,21 +53,25 @@ from passport.run._plan import (
 )
 from passport.run._pool import build_pool
 from passport.run._prefix_cache import apply_prefix_cache_policy
-from passport.run._stages import Gate, Identified, Opened, Planned, ProgressFactory, Say, Timed
+from passport.run._recover import join_leftover_parts
+from passport.run._replay import write_probes
+from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed
 from passport.run._telemetry import choose_sources
 from passport.run._timed import TimedInputs, run_timed_phase
 from passport.run._tokenize_check import N_CHECKED, tokenizer_check
 from workloads import entry_rows, load_tokenizer
 
-__all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_canaries", "hold", "time_run"]
+__all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_canaries", "prepare", "time_run"]
 
 
 @dataclass(frozen=True)
 class RunOutcome:
-    """Where the run went and its passport (the CLI turns its verdict into an exit code)."""
+    """Where the run went and its passport (the CLI turns its verdict into an exit code);
+    `interrupts`: Ctrl-C or SIGTERM received while the passport was being written."""
 
     folder: Path
     passport: Passport
+    interrupts: int = 0
 
 
 def _silent(_message: str) -> None:
@@ -91,10 +97,12 @@ def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identifi
     base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
     assert base_url is not None
     say(f"probing {base_url}")
-    with ControlClient(base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+    exchanges: list[dict[str, Any]] = []
+    with ControlClient(base_url, run.headers, ca_file=spec.endpoint.ca_file, record=exchanges) as control:
         cards = control.models()
         model_id = model_of(spec, cards, base_url)
         identity = probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api)
+    write_probes(run.folder, base_url, model_id, spec.endpoint.api, exchanges)
     engine_name = identity.get("engine.name")
     engine = str(engine_name.value) if engine_name else None
     tok_source, tok_note = resolve_tokenizer(spec, identity)
@@ -144,29 +152,28 @@ def gate_on_canaries(run: Opened, found: Identified, planned: Planned, say: Say)
     return Gate(info, results, proceed)
 
 
-def hold(run: Opened, planned: Planned, gate: Gate) -> Timed:
-    """No timed phase: empty raw tables, so the folder still verifies."""
-    for name, schema in (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA)):
-        pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
-    return Timed([], "no timed phase: the canaries failed (HOLD); see validity.canaries", gate.info, planned.params,
-                 {"declared": run.spec.prefix_cache, "enforced": False, "method": "not applied: no timed phase"},
-                 {"interval_s": run.spec.telemetry.interval_s, "sources": [],
-                  "notes": ["no timed phase: nothing was sampled"]})
+@dataclass(frozen=True)
+class _Ready:
+    """A timed phase ready to start: what the passport records, the pool, its client, the
+    telemetry sources (opened; the sampler closes them)."""
+
+    prepared: Prepared
+    pool: list[PreparedRequest]
+    client: HttpClient
+    sources: list[Any]
 
 
-def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, launcher: EngineLauncher | None,
-             progress: ProgressFactory | None, say: Say) -> Timed:
-    """Prefix-cache policy, telemetry sources, the request pool, then the timed phase."""
+def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Ready:
+    """Right before timing: the prefix-cache policy, telemetry sources, the request pool and the
+    server's tokenizer check."""
     spec = run.spec
-    endpoint = Endpoint.parse(found.base_url)
     params = dict(planned.params)
     with ControlClient(found.base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
         prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, found.engine, control, run.run_id, params)
-        # opened only for a run that will be timed: the sampler closes them when it ends
-        telemetry_sources, telemetry_info = choose_sources(spec, found.engine, control, run.headers)
+        sources, telemetry_info = choose_sources(spec, found.engine, control, run.headers)
     say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
-    client = HttpClient(endpoint, planned.timeouts, max_idle=spec.load.concurrency or 64, extra_headers=run.headers,
-                        ca_file=spec.endpoint.ca_file)
+    client = HttpClient(Endpoint.parse(found.base_url), planned.timeouts, max_idle=spec.load.concurrency or 64,
+                        extra_headers=run.headers, ca_file=spec.endpoint.ca_file)
     pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
                                        planned.max_tokens_is_target, salt_of(spec, run.run_id))
     check = None
@@ -177,6 +184,23 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, launc
             check = tokenizer_check(control, found.engine, found.model_id, first)
         say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
             if check["checked"] else f"tokenizer check: {check['note']}")
+    return _Ready(Prepared(params, prefix_cache, telemetry_info, structured_form, check), pool, client, sources)
+
+
+def _held(run: Opened, planned: Planned) -> Prepared:
+    """No timed phase: empty raw tables (so the folder still verifies) and nothing applied."""
+    for name, schema in (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA)):
+        pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
+    return Prepared(planned.params,
+                    {"declared": run.spec.prefix_cache, "enforced": False, "method": "not applied: no timed phase"},
+                    {"interval_s": run.spec.telemetry.interval_s, "sources": [],
+                     "notes": ["no timed phase: nothing was sampled"]})
+
+
+def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready: _Ready,
+             launcher: EngineLauncher | None, progress: ProgressFactory | None, say: Say) -> Timed:
+    """The timed phase (and canaries sampled under load, whose cases join canaries.parquet)."""
+    spec = run.spec
     total = None
     if spec.load.open_loop or spec.load.measure.requests is not None:
         total = planned.n_offered * spec.load.repetitions  # a session's turns count one by one
@@ -184,18 +208,21 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, launc
     say(f"timed phase: {spec.load} x {spec.load.repetitions}")
     under_load = None
     if run.suite is not None and spec.canary_share > 0:
-        under_load = UnderLoad(run.suite, HttpClient(endpoint, planned.timeouts, max_idle=1, extra_headers=run.headers,
-                                                     ca_file=spec.endpoint.ca_file),
+        under_load = UnderLoad(run.suite, HttpClient(ready.client.endpoint, planned.timeouts, max_idle=1,
+                                                     extra_headers=run.headers, ca_file=spec.endpoint.ca_file),
                                found.model_id, spec.endpoint.api, planned.t0_ns, spec.canary_share, sink, found.engine)
     timed = run_timed_phase(TimedInputs(
-        spec, client, planned.schedule, pool, planned.entries.tolist(), run.folder, planned.t0_ns, run.run_start_ns,
-        found.tokenizer, launcher, sink, under_load, telemetry_sources))
-    canaries = gate.info
+        spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
+        run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources))
     if under_load is not None and run.suite is not None and gate.results is not None:
-        canaries = canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
-                               share=spec.canary_share)
-    return Timed(timed.repetitions, timed.stop_reason, canaries, params, prefix_cache, telemetry_info, structured_form,
-                 check)
+        canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
+                    share=spec.canary_share)
+    return Timed(timed.repetitions, timed.stop_reason)
+
+
+def _stop_engine(launcher: EngineLauncher | None, owns_engine: bool) -> None:
+    if launcher is not None and owns_engine:
+        launcher.stop()
 
 
 def execute(
@@ -213,11 +240,13 @@ def execute(
     `shared_engine`: an already started launcher of `spec.engine` (a sweep's, shared by its levels);
     execute uses it and leaves it running. Otherwise execute launches `spec.engine`, if any, and
     stops it at the end. `force`: time the run even when the canaries fail (the passport says
-    so); otherwise a failed canary means HOLD and no timed request."""
+    so); otherwise a failed canary means HOLD and no timed request. Once anything was timed, a
+    further Ctrl-C or SIGTERM does not stop the passport of what was recorded from being written."""
     say = status or _silent
     run = open_run(spec, raw_spec, overrides, out_root, force)
     launcher = shared_engine
     owns_engine = shared_engine is None and spec.engine is not None
+    harness = collect_harness(RAW_SCHEMA_VERSION)
     try:
         if owns_engine:
             launcher = engine_launcher(spec, run.folder / "engine.log")
@@ -226,20 +255,40 @@ def execute(
         found = identify(run, launcher, say)
         planned = plan(run, found, say)
         gate = gate_on_canaries(run, found, planned, say)
-        if gate.proceed:
-            timed = time_run(run, found, planned, gate, launcher, progress, say)
+        if not gate.proceed:
+            draft = draft_passport(run, found, planned, _held(run, planned), harness, launcher is not None)
+            timed = Timed([], "no timed phase: the canaries failed (HOLD); see validity.canaries")
         else:
-            timed = hold(run, planned, gate)
+            ready = prepare(run, found, planned, say)
+            draft = draft_passport(run, found, planned, ready.prepared, harness, launcher is not None)
+            write_draft(run.folder, draft)
     except BaseException:
-        if launcher is not None and owns_engine:
-            launcher.stop()
+        _stop_engine(launcher, owns_engine)
         if run.folder.is_dir() and not any(run.folder.iterdir()):
             shutil.rmtree(run.folder)
         raise
-    if launcher is not None and owns_engine:
-        launcher.stop()
-    passport = assemble_passport(run, found, planned, gate, timed, finished_utc=utc_now(),
-                                 launched_engine=launcher is not None, harness=collect_harness(RAW_SCHEMA_VERSION))
-    write_passport(run.folder, passport)
-    return RunOutcome(run.folder, passport)
+    with Interrupts(say) as interrupts:
+        if gate.proceed:
+            timed = _timed_or_interrupted(run, found, planned, gate, ready, launcher, progress, say)
+            interrupts.arm()
+        _stop_engine(launcher, owns_engine)
+        complete = timed.stop_reason is None and len(timed.repetitions) == spec.load.repetitions
+        state = RunState(complete=complete,
+                         incomplete_reason=timed.stop_reason or (None if complete else "not every repetition ran"),
+                         forced=run.force, launched_engine=launcher is not None)
+        pool_cycles = max((r.pool_cycles for r in timed.repetitions), default=0)
+        passport = finalize(run.folder, draft, state, utc_now(),
+                            cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles))
+        passport = write_passport(run.folder, passport)
+    return RunOutcome(run.folder, passport, interrupts.count)
 
+
+def _timed_or_interrupted(run: Opened, found: Identified, planned: Planned, gate: Gate, ready: _Ready,
+                          launcher: EngineLauncher | None, progress: ProgressFactory | None, say: Say) -> Timed:
+    """The timed phase; a signal that lands while its event loop is torn down (after the files
+    were closed) ends it as interrupted instead of losing the passport."""
+    try:
+        return time_run(run, found, planned, gate, ready, launcher, progress, say)
+    except KeyboardInterrupt:
+        join_leftover_parts(run.folder)
+        return Timed([], "interrupted by SIGINT")

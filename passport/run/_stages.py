@@ -2,7 +2,7 @@
 stage's inputs and outputs are explicit and none steers another by exception.
 
     open_run -> Opened -> identify -> Identified -> plan -> Planned -> gate_on_canaries -> Gate
-      -> time_run (or hold) -> Timed -> assemble_passport
+      -> prepare -> Prepared (passport.draft.json written) -> time_run -> Timed -> finalize
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from harness import ProgressSink, RepetitionResult, Schedule, Timeouts
 from passport.model import CanaryInfo, DeclaredInfo, Override, RunSpec, SourcedValue
 from workloads import LoadedTokenizer, RequestSet
 
-__all__ = ["Opened", "Identified", "Planned", "Gate", "Timed", "Say", "ProgressFactory"]
+__all__ = ["Opened", "Identified", "Planned", "Gate", "Prepared", "Timed", "Say", "ProgressFactory"]
 
 Say = Callable[[str], None]
 ProgressFactory = Callable[[int | None], ProgressSink]
@@ -80,15 +80,21 @@ class Gate:
 
 
 @dataclass(frozen=True)
-class Timed:
-    """What the timed phase did (or why there was none); `params`: the fields every request
-    carried, with what the prefix-cache policy added."""
+class Prepared:
+    """Decided right before the timed phase: `params`, the fields every request carries (with
+    what the prefix-cache policy added), the cache policy's record, the telemetry sources, the
+    structured-output form and the server's tokenizer check."""
 
-    repetitions: list[RepetitionResult]
-    stop_reason: str | None
-    canaries: CanaryInfo
     params: dict[str, Any]
     prefix_cache: dict[str, Any]
     telemetry: dict[str, Any]
     structured_output_form: str | None = None
     tokenizer_check: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Timed:
+    """What the timed phase did (or why there was none)."""
+
+    repetitions: list[RepetitionResult]
+    stop_reason: str | None

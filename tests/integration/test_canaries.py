@@ -127,8 +127,10 @@ def test_a_failing_suite_holds_the_run_before_any_timed_request(
     exact = next(f for f in canaries["failures"] if f["case_id"] == "exact")
     assert exact["expected"] == "Paris is the capital." and exact["actual"] == "Lyon is the capital."
     counts = passport["validity"]["counts"]
-    # recall and accounting pass here (the history is kept and usage is sent)
-    assert (counts["schema_failures"], counts["tool_failures"], counts["wrong_answers"]) == (1, 1, 3)
+    # recall and accounting pass here (the history is kept and usage is sent); the canaries' schema
+    # and tool failures are counted apart from the workload's, which checked no answer (schema 1.3)
+    assert (counts["canary_schema_failures"], counts["canary_tool_failures"], counts["wrong_answers"]) == (1, 1, 3)
+    assert (counts["schema_failures"], counts["tool_failures"]) == (None, None)
     rows = pq.read_table(run / "requests.parquet").num_rows
     if force:
         assert passport["verdict"] == "INVALID" and rows == 10

@@ -1,0 +1,87 @@
+"""Counts kept apart for the validity section (measured requests only): successes, each failure
+class, timeouts by kind, truncations, short outputs, schema and tool failures of checked
+answers; and the offered against the achieved request rate. numpy and pyarrow only."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from passport.audit._canaries import CANARY_COUNT_NAMES
+from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+
+__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates"]
+
+# The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
+OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
+_TIMEOUT_KINDS = ("connect", "first_byte", "stall", "total")
+COUNT_NAMES = (("measured", "succeeded", "rejections", "truncations", "short_outputs", "http_errors",
+                "stream_errors", "client_errors") + tuple(f"timeouts_{k}" for k in _TIMEOUT_KINDS)
+               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES)
+
+
+def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
+    """Rows of measured requests, leaving out repetitions discarded by a pre-registered rule."""
+    phase = object_column(requests, "phase")
+    measured: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
+    return measured
+
+
+def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[str, int | None]:
+    """Failure counts kept apart (measured requests only); None = not checked by this run."""
+    outcome = object_column(requests, "outcome")
+    kinds = object_column(requests, "timeout_kind")
+    m = _measured(requests, discarded)
+    target = object_column(requests, "max_tokens_is_target")
+    completion = numeric_column(requests, "completion_tokens")
+    wanted = numeric_column(requests, "max_tokens")
+    ok = m & np.isin(outcome, SUCCESS_OUTCOMES)
+    short = ok & (target == True) & (completion < wanted)  # noqa: E712 (object array)
+    counts: dict[str, int | None] = {
+        "measured": int(m.sum()),
+        "succeeded": int(ok.sum()),
+        "rejections": int((m & (outcome == "rejected")).sum()),
+        "truncations": int((m & (outcome == "truncated")).sum()),
+        "short_outputs": int(short.sum()),
+        "http_errors": int((m & (outcome == "http_error")).sum()),
+        "stream_errors": int((m & (outcome == "stream_error")).sum()),
+        "client_errors": int((m & (outcome == "client_error")).sum()),
+    }
+    for kind in _TIMEOUT_KINDS:
+        counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
+    has_checks = "check_result" in requests.column_names
+    checked = object_column(requests, "check_result") if has_checks else np.full(len(m), None, dtype=object)
+    asked_kind = object_column(requests, "check") if has_checks else np.full(len(m), None, dtype=object)
+    for name, category, check_kind in (("schema_failures", "schema_failure", "json_schema"),
+                                       ("tool_failures", "tool_failure", "tool_call")):
+        asked = m & (asked_kind == check_kind)
+        counts[name] = int((asked & (checked == category)).sum()) if asked.any() else None
+    counts["wrong_answers"] = None
+    return counts
+
+
+def offered_and_achieved_rates(requests: pa.Table,
+                               discarded: Sequence[int] = ()) -> tuple[float | None, float | None]:
+    """Measured requests: (scheduled arrivals per s over their intended span, successful
+    completions per s over their end span). A server that keeps up completes as fast as it is
+    offered; one that saturates stretches the completions. Per repetition, then averaged."""
+    measured = _measured(requests, discarded)
+    outcome = object_column(requests, "outcome")
+    rep = object_column(requests, "repetition")
+    intended = numeric_column(requests, "intended_ns")
+    end = numeric_column(requests, "end_ns")
+    offered, achieved = [], []
+    for r in set(rep[measured].tolist()):
+        m = measured & (rep == r)
+        ok = m & np.isin(outcome, SUCCESS_OUTCOMES) & np.isfinite(end)
+        if m.sum() < 3 or ok.sum() < 3:
+            continue
+        span_i, span_e = np.nanmax(intended[m]) - np.nanmin(intended[m]), end[ok].max() - end[ok].min()
+        if span_i > 0 and span_e > 0:
+            offered.append((m.sum() - 1) / (span_i / 1e9))
+            achieved.append((ok.sum() - 1) / (span_e / 1e9))
+    if not offered:
+        return None, None
+    return float(np.mean(offered)), float(np.mean(achieved))

@@ -1,0 +1,91 @@
+"""Everything a passport says that follows from its run folder: the results, the counts, the
+canary section, every validity rule with its measured value and status, and the verdict.
+
+One function, `derive`, used twice: by `passport run` to write the passport and by `passport
+verify` to check it. Its inputs are the raw files, declared.json, the protocol the passport
+records (effective spec, harness, workload facts, canary suite) and the few facts only the run
+itself knew (`RunState`: whether it finished and why not, whether the canaries were forced past,
+whether the harness launched the engine). numpy and pyarrow only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from passport.audit._canaries import CANARIES_FILE, canary_counts, canary_figures
+from passport.audit._counts import count_outcomes, offered_and_achieved_rates
+from passport.audit._declared import read_declared
+from passport.audit._files import load_table
+from passport.audit._results import compute_results
+from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
+from passport.audit._validity import RunFacts, evaluate, verdict_of
+
+__all__ = ["RunState", "Derived", "derive", "NO_CANARIES"]
+
+NO_CANARIES: CanaryFigures = {
+    "status": "not_run", "suite": "none", "reason": "the spec declares canaries: none", "suite_sha256": None,
+    "suite_version": None, "n_cases": None, "n_failed": None, "forced": False, "failures": [],
+    "largest_context_served_tokens": None, "under_load": None,
+}
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What only the run knew: whether it finished (and why not), whether it was timed past
+    failed canaries (--force), and whether the harness launched the engine."""
+
+    complete: bool
+    incomplete_reason: str | None
+    forced: bool
+    launched_engine: bool
+
+
+@dataclass(frozen=True)
+class Derived:
+    results: ResultsFigures
+    counts: dict[str, int | None]
+    canaries: CanaryFigures
+    rules: list[RuleFigures]
+    verdict: Verdict
+
+
+def _canaries(run_dir: Path, protocol: dict[str, Any], state: RunState) -> tuple[CanaryFigures, dict[str, int]]:
+    suite = protocol.get("canary_suite")
+    table = load_table(run_dir, CANARIES_FILE.removesuffix(".parquet"))
+    if not suite or table is None:
+        return NO_CANARIES, {}
+    held = any(r["phase"] == "gate" and r["verdict"] != "pass" for r in table.select(["phase", "verdict"]).to_pylist())
+    timed = not held or state.forced
+    share = float(suite.get("share_under_load") or 0.0)
+    figures = canary_figures(table, str(suite["suite"]), suite.get("version"), state.forced,
+                             share if share > 0 and timed else None)
+    return figures, canary_counts(table)
+
+
+def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
+    """Recompute every derivable figure of a passport (see the module docstring)."""
+    run_dir = Path(run_dir)
+    results = compute_results(run_dir)
+    requests = load_table(run_dir, "requests")
+    assert requests is not None  # compute_results raised otherwise
+    discarded = [d["repetition"] for d in (results["discard"] or {"discarded": []})["discarded"]]
+    counts = count_outcomes(requests, discarded)
+    canaries, canary_count = _canaries(run_dir, protocol, state)
+    counts.update(canary_count)
+    declared = read_declared(run_dir)
+    effective = protocol["effective"]
+    offered, achieved = offered_and_achieved_rates(requests, discarded)
+    workload = protocol.get("workload") or {}
+    facts = RunFacts(
+        complete=state.complete, incomplete_reason=state.incomplete_reason,
+        open_loop=effective["load"]["pattern"] != "closed", launched_engine=state.launched_engine,
+        git_dirty=(protocol.get("harness") or {}).get("git_dirty"), exact_lengths=bool(workload.get("exact_lengths")),
+        canaries=canaries, forced=state.forced, context_needed_tokens=declared.context_needed_tokens,
+        context_capacity_tokens=declared.context_tokens_per_sequence,
+        capacity_source=declared.capacity_source, tokenizer_check=workload.get("tokenizer_check"),
+        offered_rate_per_s=offered, achieved_rate_per_s=achieved,
+    )
+    rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
+    return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -1,0 +1,64 @@
+"""`passport recover RUN_DIR`: the passport of a run that was killed before it wrote one.
+
+A run writes passport.draft.json (identity and protocol) before its timed phase, and its raw
+tables stream into `<name>.parts/` folders of Parquet parts as requests finish. After a SIGKILL,
+an out-of-memory kill or a power cut, those survive: `recover` joins the parts into the usual
+tables (every recorded row kept), derives everything else exactly as a finished run does, marks
+the passport INCOMPLETE with the reason, and writes the reports. `verify`, `gate` and `compare`
+then work on the folder like on any other.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA, join_parts
+from passport._errors import RunFolderError
+from passport.audit import RunState, load_table
+from passport.model import Passport, PassportDraft
+from passport.run._assemble import DRAFT_FILE, finalize, write_passport
+from passport.run._plan import utc_now
+
+__all__ = ["recover", "join_leftover_parts"]
+
+_TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
+
+
+def join_leftover_parts(folder: Path) -> int:
+    """Join any `<name>.parts/` left in `folder` into `<name>.parquet` (an empty table where a
+    run recorded nothing); returns how many parts folders there were."""
+    joined = 0
+    for name, schema in _TABLES:
+        parts = folder / f"{name}.parts"
+        if parts.is_dir():
+            join_parts(folder, name, schema)
+            joined += 1
+        elif not (folder / f"{name}.parquet").is_file():
+            join_parts(folder, name, schema)
+    return joined
+
+
+def recover(run_dir: Path) -> Passport:
+    """Write the passport of a killed run (see the module docstring); RunFolderError when the
+    folder already has one or never reached its timed phase."""
+    folder = Path(run_dir)
+    if not folder.is_dir():
+        raise RunFolderError(f"{folder} is not a run folder")
+    if (folder / "passport.json").is_file():
+        raise RunFolderError(f"{folder} already has its passport.json: nothing to recover (passport verify "
+                             "checks it)")
+    draft_path = folder / DRAFT_FILE
+    if not draft_path.is_file():
+        raise RunFolderError(f"{folder} has no {DRAFT_FILE}: the run stopped before its timed phase, so nothing was "
+                             "measured and there is nothing to recover")
+    draft = PassportDraft.model_validate_json(draft_path.read_text())
+    parts = join_leftover_parts(folder)
+    requests = load_table(folder, "requests")
+    kept = 0 if requests is None else requests.num_rows
+    recovered_utc = utc_now()
+    state = RunState(complete=False, forced=draft.forced, launched_engine=draft.launched_engine,
+                     incomplete_reason=f"the run stopped before writing its passport (killed?); recovered at "
+                                       f"{recovered_utc} by `passport recover` from {parts} parts folder(s), "
+                                       f"{kept} request(s) kept")
+    passport = finalize(folder, draft, state, recovered_utc)
+    return write_passport(folder, passport)

@@ -49,8 +49,9 @@ from passport.audit._metrics import (
     request_latencies,
     stat,
 )
-from passport.audit._results import compute_results, per_request_samples
+from passport.audit._results import RunData, compute_results, per_request_samples, read_run
 from passport.audit._server_stats import server_summary
+from passport.audit._slo import requests_meeting
 from passport.audit._types import (
     CanaryFigures,
     Distribution,
@@ -103,6 +104,8 @@ __all__ = [
     "ValidityLimits",
     "Verdict",
     "compute_results",
+    "read_run",
+    "RunData",
     "count_outcomes",
     "diff_values",
     "evaluate",
@@ -120,6 +123,7 @@ __all__ = [
     "read_declared",
     "read_passport_json",
     "request_latencies",
+    "requests_meeting",
     "server_summary",
     "sha256_bytes",
     "sha256_file",

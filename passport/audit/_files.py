@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 
 from passport._errors import RunFolderError
 
-__all__ = ["RAW_FILES", "REPORT_FILES", "FileFacts", "sha256_file", "sha256_bytes", "file_entries", "load_table",
-           "content_sha256", "canonical_json"]
+__all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "FileFacts", "sha256_file", "sha256_bytes", "file_entries",
+           "load_table", "content_sha256", "canonical_json"]
 
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
              "declared.json", "canaries.parquet", "probes.jsonl")
@@ -73,20 +73,30 @@ def file_entries(folder: Path, reports: bool = False) -> dict[str, FileFacts]:
     return entries
 
 
-def load_table(run_dir: Path, name: str) -> pa.Table | None:
-    """`<name>.parquet`, or the parts of a killed run (`<name>.parts/`), or None if neither."""
+# The text columns, which no figure reads: left on disk when figures are computed (they are most
+# of the bytes of a run with long prompts or answers).
+TEXT_COLUMNS = {"requests": ("prompt", "response_text", "reasoning_text", "tool_calls"), "chunks": ("data", "event")}
+
+
+def load_table(run_dir: Path, name: str, figures_only: bool = False) -> pa.Table | None:
+    """`<name>.parquet`, or the parts of a killed run (`<name>.parts/`), or None if neither; with
+    `figures_only`, without the text columns no figure reads (TEXT_COLUMNS)."""
+    skip = TEXT_COLUMNS.get(name, ()) if figures_only else ()
     path = Path(run_dir) / f"{name}.parquet"
     if path.is_file():
-        return _read(path)
+        return _read(path, skip)
     parts = Path(run_dir) / f"{name}.parts"
     if parts.is_dir():
         files = sorted(parts.glob("part-*.parquet"))
-        return pa.concat_tables([_read(f) for f in files]) if files else None
+        return pa.concat_tables([_read(f, skip) for f in files]) if files else None
     return None
 
 
-def _read(path: Path) -> pa.Table:
+def _read(path: Path, skip: tuple[str, ...] = ()) -> pa.Table:
     try:
+        if skip:
+            names = pq.read_schema(path).names
+            return pq.read_table(path, columns=[n for n in names if n not in skip])
         return pq.read_table(path)
     except (pa.ArrowException, OSError) as exc:
         raise RunFolderError(f"{path} is not a readable Parquet file (truncated or damaged?): {exc}") from exc

@@ -19,6 +19,7 @@ Conventions:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Literal, cast
@@ -109,13 +110,16 @@ def object_column(table: pa.Table, name: str) -> np.ndarray:
     return np.array(table.column(name).to_pylist(), dtype=object)
 
 
+@functools.lru_cache(maxsize=256)
 def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | None:
-    """0-based ranks (lo, hi) bracketing quantile q with >= `level` coverage, or None."""
+    """0-based ranks (lo, hi) bracketing quantile q with >= `level` coverage, or None. Cached: a
+    run asks it for the same few sample counts many times."""
     if n < 2:
         return None
     k = np.arange(n + 1)
+    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
     logpmf = (
-        np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
+        (log_factorial[n] - log_factorial - log_factorial[::-1])
         + k * math.log(q) + (n - k) * math.log1p(-q)
     )
     cdf = np.cumsum(np.exp(logpmf))
@@ -202,6 +206,11 @@ def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dic
     c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
     order = np.lexsort((c_seq, c_rid))
     c_rid, c_t = c_rid[order], c_t[order]
-    starts = np.flatnonzero(np.r_[True, c_rid[1:] != c_rid[:-1]]) if len(c_rid) else np.zeros(0, dtype=np.int64)
-    ends = np.r_[starts[1:], len(c_rid)].astype(np.int64)
-    return {int(c_rid[a]): np.diff(c_t[a:b]) / 1e9 for a, b in zip(starts.tolist(), ends.tolist())}
+    if not len(c_rid):
+        return {}
+    # every gap at once: differences between neighbours of the same request, split by request
+    same = c_rid[1:] == c_rid[:-1]
+    gaps, owner = (np.diff(c_t) / 1e9)[same], c_rid[1:][same]
+    ids = np.unique(c_rid)
+    cuts = np.searchsorted(owner, ids, side="right")[:-1]
+    return {int(rid): g for rid, g in zip(ids.tolist(), np.split(gaps, cuts))}

@@ -114,7 +114,7 @@ class RunData:
 def read_run(run_dir: Path) -> RunData:
     """Read the raw files and apply the pre-registered discard rules (see the module docstring)."""
     run_dir = Path(run_dir)
-    requests = load_table(run_dir, "requests")
+    requests = load_table(run_dir, "requests", figures_only=True)
     if requests is None:
         raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
     telemetry = load_table(run_dir, "telemetry")
@@ -123,7 +123,7 @@ def read_run(run_dir: Path) -> RunData:
     request_ids = numeric_column(requests, "request_id")
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
-    gaps = itl_gaps_by_request(load_table(run_dir, "chunks"), request_ids[success])
+    gaps = itl_gaps_by_request(load_table(run_dir, "chunks", figures_only=True), request_ids[success])
     discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
                                                          gaps, load_table(run_dir, "canaries")))
     discarded = [d["repetition"] for d in discard["discarded"]]
@@ -276,20 +276,20 @@ def compute_results(run_dir: Path) -> ResultsFigures:
     }
 
 
-def per_request_samples(run_dir: Path, discarded: list[int],
-                        metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
-    """Samples of each successful measured request by metric id, as the results count them: one
-    value per request, or for `itl.chunk` its array of gaps (requests without the event omitted)."""
-    requests = load_table(Path(run_dir), "requests")
-    if requests is None:
-        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
-    keep = ((object_column(requests, "phase") == "measure")
-            & ~np.isin(numeric_column(requests, "repetition"), discarded)
-            & np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES))
-    latencies = request_latencies(requests)
-    samples = {metric: [np.array([v]) for v in latencies[metric][keep] if np.isfinite(v)]
-               for metric in metric_ids if metric != "itl.chunk"}
-    if "itl.chunk" in metric_ids:
-        ids = numeric_column(requests, "request_id")[keep]
-        samples["itl.chunk"] = list(itl_gaps_by_request(load_table(Path(run_dir), "chunks"), ids).values())
+def per_request_samples(run: Path | RunData, metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
+    """Samples of each successful measured request of a run (a folder, or one already read) by
+    metric id, as the results count them, in the order the requests were sent: one value per
+    request (one array of them), or for `itl.chunk` an array of gaps per request (requests
+    without the event omitted)."""
+    data = run if isinstance(run, RunData) else read_run(Path(run))
+    keep = data.ok_measured
+    order = np.argsort(numeric_column(data.requests, "sent_ns")[keep], kind="stable")
+    samples: dict[str, list[np.ndarray]] = {}
+    for metric in metric_ids:
+        if metric == "itl.chunk":
+            ids = data.request_ids[keep][order]
+            samples[metric] = [data.gaps_by_request[int(i)] for i in ids if int(i) in data.gaps_by_request]
+        else:
+            values = data.latencies[metric][keep][order]
+            samples[metric] = [values[np.isfinite(values)]]
     return samples

@@ -24,7 +24,7 @@ from typing import Any
 from passport._errors import RunFolderError
 from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
-from passport.audit._files import content_sha256, sha256_file
+from passport.audit._files import content_sha256, file_entries, sha256_file
 from passport.audit._results import compute_results
 from passport.audit._versions import DERIVED_VALIDITY_SINCE, SUPPORTED_SCHEMA_VERSIONS
 
@@ -125,14 +125,24 @@ class Verification:
     checked: list[str] = field(default_factory=list)
 
 
-def _check_files(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> list[str]:
+    """Each listed file against the folder; with `whole_table` (1.3 on, whose table lists the
+    reports too) the table itself is recomputed: sizes, row counts, and files it does not list."""
     problems = []
-    for name, entry in passport.get("files", {}).items():
+    listed = passport.get("files", {})
+    for name, entry in listed.items():
         file_path = run_dir / name
         if not file_path.is_file():
             problems.append(f"{name}: listed in the passport but missing")
         elif sha256_file(file_path) != entry["sha256"]:
             problems.append(f"{name}: sha256 differs from the passport (the file was changed)")
+    if whole_table:
+        present = file_entries(run_dir, reports=True)
+        problems += [f"{name}: in the run folder but not listed in the passport" for name in present
+                     if name not in listed]
+        sizes = {k: {"bytes": v["bytes"], "rows": v["rows"]} for k, v in listed.items() if k in present}
+        problems += diff_values(sizes, {k: {"bytes": v["bytes"], "rows": v["rows"]} for k, v in present.items()
+                                        if k in sizes}, "files")
     return problems
 
 
@@ -182,7 +192,7 @@ def verify_run(run_dir: Path) -> Verification:
             out.problems.append("passport.json: content_sha256 differs from its content (the passport was edited "
                                 "after it was written)")
     out.checked.append("files")
-    out.problems += _check_files(run_dir, passport)
+    out.problems += _check_files(run_dir, passport, derived_validity)
     out.checked.append("declarations")
     out.problems += _check_declarations(run_dir, passport)
     try:

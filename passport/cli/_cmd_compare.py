@@ -15,13 +15,20 @@ def add(sub: Any, epilog: str) -> None:
     compare = sub.add_parser(
         "compare", help="check two or more runs are comparable, then show which differences are significant",
         description="Check the comparability invariants (model, precision, decoding, workload, load, window) "
-                    "against the first run; if they hold, show each headline metric side by side with a 95 %% "
-                    "bootstrap interval of the difference and a verdict: faster, slower or no significant "
-                    "difference. Exit 0 comparable, 1 not comparable.",
+                    "against the first run; if they hold, show each headline statistic side by side with a 95 %% "
+                    "bootstrap interval of the difference, its p-value and a verdict (faster, slower, higher, "
+                    "lower, no significant difference, too few samples), Holm-corrected across the statistics. "
+                    "Exit 0 comparable, 1 not comparable.",
     )
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
     compare.add_argument("--report", type=Path, metavar="DIR",
                          help="also write report.md and report.html (with side-by-side CDFs) into DIR")
+    compare.add_argument("--alpha", type=float, default=0.05, metavar="A",
+                         help="family-wise error rate of each comparison, Holm-corrected (default 0.05)")
+    compare.add_argument("--min-effect", type=float, default=0.10, metavar="F",
+                         help="smallest relative difference called faster/slower (default 0.10: single runs do not "
+                              "measure run-to-run variance; lower it when runs have repetitions or you have "
+                              "measured that variance)")
     compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
                          help="compare even though FIELD differs (model, precision, decoding, workload, load, "
                               "window); stated in the output")
@@ -33,7 +40,10 @@ def main(args: argparse.Namespace) -> ExitCode:
 
     if len(args.runs) < 2:
         raise PassportError("compare needs at least two run folders")
-    comparison = compare_runs(args.runs, args.allow)
+    if not 0 < args.alpha < 1 or args.min_effect < 0:
+        raise PassportError("--alpha must be between 0 and 1 and --min-effect at least 0, e.g. --alpha 0.05 "
+                            "--min-effect 0.1")
+    comparison = compare_runs(args.runs, args.allow, alpha=args.alpha, min_effect=args.min_effect)
     for line in render_comparison(comparison):
         print(line)
     if args.report:

@@ -21,11 +21,13 @@ from passport.judge._capacity import (
 )
 from passport.judge._compare import (
     INVARIANTS,
+    MIN_EFFECT,
     Comparison,
     MetricComparison,
     compare_runs,
     format_value,
     invariant_values,
+    method_line,
     render_comparison,
 )
 from passport.judge._gate import (
@@ -51,6 +53,7 @@ from passport.judge._sweep import (
 __all__ = [
     "DTYPE_BYTES",
     "INVARIANTS",
+    "MIN_EFFECT",
     "SWEEP_VERSION",
     "Architecture",
     "Budget",
@@ -77,6 +80,7 @@ __all__ = [
     "load_config",
     "load_gate_file",
     "load_text",
+    "method_line",
     "parse_condition",
     "render_comparison",
     "saturation",

@@ -6,16 +6,18 @@ parameters, workload (its hash: same lengths and prompts), load (schedule hash a
 window (warm-up, measurement, repetitions). Any difference makes the runs "not comparable",
 unless the field is allowed (`--allow FIELD`), which the output states.
 
-Then, for each headline latency, the difference of p50 and p99 (other run minus the first) with a
-95 % bootstrap interval: requests are resampled with replacement (`itl.chunk` resamples whole
-requests and pools their gaps, so correlated gaps stay together). The verdict is "faster" or
-"slower" only when the interval excludes zero, else "no significant difference". Throughputs
-are compared across repetitions when each run has at least two; otherwise "not testable".
-Caveats: a different prefix-cache policy, canary status or verdict.
+Then, for each headline latency, the p50 and p99 of each run and their difference (other minus
+the first), and the throughputs, each tested as `_stats.py` describes: percentiles only with
+enough samples, block bootstraps over requests in send order and over time slices, Holm's
+correction across every statistic of the comparison, and a minimum effect below which a
+difference is not called. A verdict is "faster"/"slower" (latency) or "higher"/"lower" (rates)
+only when the difference survives all of that. Caveats: a different prefix-cache policy,
+canary status or verdict.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,21 +25,37 @@ from typing import Any
 import numpy as np
 
 from passport._errors import PassportError
-from passport.audit import per_request_samples
+from passport.audit import per_request_samples, read_run, requests_meeting
+from passport.judge._stats import (
+    Test,
+    bootstrap_mean,
+    bootstrap_pooled_quantile,
+    bootstrap_quantile,
+    holm,
+    min_samples,
+    slice_rates,
+    two_sided_p,
+)
 from passport.model import Passport, read_passport
 
 __all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison",
-           "format_value"]
+           "format_value", "method_line", "MIN_EFFECT"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
 _CACHE_FIELDS = ("cache_salt", "cache_prompt")  # prefix-cache control, compared as a caveat instead
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
-_RESAMPLES = 2000
+DRAWS = 400  # bootstrap resamples per statistic
+# Two runs of one simulator spec differed by up to 7.5 % in TTFT p50 on this project's 2-core
+# machines, 1.7x what either run's own bootstrap allows (benchmarks/compare_aa.py): single runs
+# do not measure run-to-run variance, so smaller differences are not called by default.
+MIN_EFFECT = 0.10
+THROUGHPUTS = ("throughput.output_tokens_per_s", "throughput.requests_per_s")
+_QUANTILES = (("p50", 0.50), ("p99", 0.99))
 
-
-@dataclass(frozen=True)
+@dataclass
 class MetricComparison:
-    """One metric statistic of one run against the first: values, difference and its interval."""
+    """One metric statistic of one run against the first: values, difference, its bootstrap
+    interval, the two-sided p-value, and the verdict after the family-wise correction."""
 
     metric: str
     stat: str
@@ -45,15 +63,20 @@ class MetricComparison:
     other: float | None
     ci95: tuple[float, float] | None
     verdict: str
+    p: float | None = None
 
 
 @dataclass(frozen=True)
 class Comparison:
+    """The comparison of every run against the first, with the settings its verdicts used."""
+
     runs: list[Path]
     differences: dict[str, list[Any]]  # invariant -> value per run, for those that differ
     allowed: list[str]
     metrics: list[list[MetricComparison]]  # per other run
     caveats: list[str]
+    alpha: float = 0.05
+    min_effect: float = 0.10
 
     @property
     def comparable(self) -> bool:
@@ -75,67 +98,124 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     }
 
 
-def _bootstrap_diff(base: list[np.ndarray], other: list[np.ndarray], q: float,
-                    rng: np.random.Generator) -> tuple[float, float, float, float] | None:
-    """(base stat, other stat, ci low, ci high) of other - base for percentile q; samples are
-    per-request arrays, resampled whole."""
-    base = [b for b in base if len(b)]
-    other = [o for o in other if len(o)]
-    if len(base) < 2 or len(other) < 2:
-        return None
-    b_stat = float(np.percentile(np.concatenate(base), q))
-    o_stat = float(np.percentile(np.concatenate(other), q))
-    diffs = np.empty(_RESAMPLES)
-    for i in range(_RESAMPLES):
-        bs = np.concatenate([base[j] for j in rng.integers(0, len(base), len(base))])
-        os_ = np.concatenate([other[j] for j in rng.integers(0, len(other), len(other))])
-        diffs[i] = np.percentile(os_, q) - np.percentile(bs, q)
-    low, high = np.percentile(diffs, [2.5, 97.5])
-    return b_stat, o_stat, float(low), float(high)
+@dataclass(frozen=True)
+class _Samples:
+    """A run's successful measured requests in send order: one value per request per metric,
+    `itl.chunk` gaps grouped by request, and throughput per time slice or per repetition."""
+
+    values: dict[str, np.ndarray]
+    gaps: list[np.ndarray]
+    rates: dict[str, np.ndarray]
+    by_repetition: bool
 
 
-def _verdict(ci: tuple[float, float] | None, lower_is_better: bool = True) -> str:
-    if ci is None:
-        return "not testable"
-    if ci[0] > 0:
-        return "slower" if lower_is_better else "higher"
-    if ci[1] < 0:
-        return "faster" if lower_is_better else "lower"
-    return "no significant difference"
+def _samples(run: Path, passport: Passport) -> _Samples:
+    data = read_run(run)
+    samples = per_request_samples(data, LATENCIES)
+    values = {m: np.concatenate(v) if v else np.zeros(0) for m, v in samples.items() if m != "itl.chunk"}
+    gaps = [g for g in samples["itl.chunk"] if len(g)]
+    metrics = passport.results.metrics
+    reps = {m: metrics[m] for m in THROUGHPUTS if m in metrics}
+    if all(s.n >= 2 for s in reps.values()) and reps:
+        return _Samples(values, gaps, {}, True)
+    meets = None
+    if data.declared.slo:
+        meets = requests_meeting(data.declared.slo, data.latencies, data.success, data.gaps_by_request,
+                                 data.request_ids) & data.measured
+    enough = data.ok_measured.sum() >= _SLICES
+    rates = slice_rates(data.requests, data.measured, data.ok_measured, meets, _SLICES) if enough else {}
+    return _Samples(values, gaps, rates, False)
 
 
-def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
-                  seed: int) -> list[MetricComparison]:
+_SLICES = 10
+
+
+def _latency(metric: str, base: _Samples, other: _Samples,
+             rng: np.random.Generator) -> list[tuple[MetricComparison, Test | None]]:
+    """p50 and p99 of one latency metric: each tested where both runs have enough samples."""
+    if metric == "itl.chunk":
+        b_all, o_all = np.concatenate(base.gaps or [np.zeros(0)]), np.concatenate(other.gaps or [np.zeros(0)])
+    else:
+        b_all, o_all = base.values[metric], other.values[metric]
+    have = min(len(b_all), len(o_all))
+    testable = tuple(q for _, q in _QUANTILES if have >= min_samples(q))
+    draws: dict[float, np.ndarray] = {}
+    if testable:
+        if metric == "itl.chunk":
+            b_draws = bootstrap_pooled_quantile(base.gaps, testable, DRAWS, rng)
+            o_draws = bootstrap_pooled_quantile(other.gaps, testable, DRAWS, rng)
+        else:
+            b_draws = bootstrap_quantile(b_all, testable, DRAWS, rng)
+            o_draws = bootstrap_quantile(o_all, testable, DRAWS, rng)
+        draws = {q: o_draws[:, k] - b_draws[:, k] for k, q in enumerate(testable)}
+    rows: list[tuple[MetricComparison, Test | None]] = []
+    for stat, q in _QUANTILES:
+        b_val = float(np.quantile(b_all, q)) if len(b_all) else None
+        o_val = float(np.quantile(o_all, q)) if len(o_all) else None
+        if q not in draws or b_val is None or o_val is None:
+            verdict = f"too few samples for {stat} (need {min_samples(q)}, have {have})"
+            rows.append((MetricComparison(metric, stat, b_val, o_val, None, verdict), None))
+        else:
+            rows.append(_tested(metric, stat, b_val, o_val, draws[q]))
+    return rows
+
+
+def _tested(metric: str, stat: str, b_val: float, o_val: float,
+            diffs: np.ndarray) -> tuple[MetricComparison, Test]:
+    test = Test(two_sided_p(o_val - b_val, float(np.std(diffs, ddof=1))))
+    low, high = np.quantile(diffs, [0.025, 0.975])
+    return MetricComparison(metric, stat, b_val, o_val, (float(low), float(high)), "", test.p), test
+
+
+def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples, other: _Samples,
+          rng: np.random.Generator) -> tuple[MetricComparison, Test | None]:
+    b, o = base_p.results.metrics.get(metric), other_p.results.metrics.get(metric)
+    b_mean, o_mean = (b.mean if b else None), (o.mean if o else None)
+    if base.by_repetition and other.by_repetition and b is not None and o is not None \
+            and b_mean is not None and o_mean is not None:
+        se = math.sqrt((b.std or 0.0) ** 2 / b.n + (o.std or 0.0) ** 2 / o.n)
+        test = Test(two_sided_p(o_mean - b_mean, se))
+        d = o_mean - b_mean
+        return MetricComparison(metric, "mean", b_mean, o_mean, (d - 1.96 * se, d + 1.96 * se), "", test.p), test
+    if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
+        return MetricComparison(metric, "mean", b_mean, o_mean, None,
+                                f"not testable (needs {_SLICES}+ completed requests per run)"), None
+    diffs = bootstrap_mean(other.rates[metric], DRAWS, rng) - bootstrap_mean(base.rates[metric], DRAWS, rng)
+    return _tested(metric, "mean", b_mean, o_mean, diffs)
+
+
+def _verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
+    if not test.significant:
+        return "no significant difference"
+    assert m.base is not None and m.other is not None
+    if m.base and abs(m.other - m.base) < min_effect * abs(m.base):
+        return f"no meaningful difference (< {min_effect:.0%})"
+    rate = m.metric.startswith(("throughput", "goodput"))
+    if m.other > m.base:
+        return "higher" if rate else "slower"
+    return "lower" if rate else "faster"
+
+
+def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport, seed: int,
+                  alpha: float, min_effect: float) -> list[MetricComparison]:
     rng = np.random.default_rng(seed)
-    base = per_request_samples(base_run, base_p.discarded_repetitions(), LATENCIES)
-    other = per_request_samples(other_run, other_p.discarded_repetitions(), LATENCIES)
-    out: list[MetricComparison] = []
-    for metric in LATENCIES:
-        base_samples, other_samples = base[metric], other[metric]
-        for stat, q in (("p50", 50.0), ("p99", 99.0)):
-            r = _bootstrap_diff(base_samples, other_samples, q, rng)
-            if r is None:
-                out.append(MetricComparison(metric, stat, None, None, None, "not testable"))
-            else:
-                out.append(MetricComparison(metric, stat, r[0], r[1], (r[2], r[3]), _verdict((r[2], r[3]))))
-    for metric in ("throughput.output_tokens_per_s", "throughput.requests_per_s", "goodput.requests_per_s"):
-        b, o = base_p.results.metrics.get(metric), other_p.results.metrics.get(metric)
-        if metric.startswith("goodput") and (b is None or o is None):
-            continue  # goodput exists only where both runs declared an SLO
-        if b is None or o is None or b.n < 2 or o.n < 2 or b.mean is None or o.mean is None:
-            out.append(MetricComparison(metric, "mean", b.mean if b else None, o.mean if o else None, None,
-                                        "not testable (needs 2+ repetitions in each run)"))
-            continue
-        # across repetitions: a normal interval for the difference of means (Welch)
-        se = float(np.sqrt((b.std or 0.0) ** 2 / b.n + (o.std or 0.0) ** 2 / o.n))
-        d = o.mean - b.mean
-        ci = (d - 1.96 * se, d + 1.96 * se)
-        out.append(MetricComparison(metric, "mean", b.mean, o.mean, ci, _verdict(ci, lower_is_better=False)))
-    return out
+    base, other = _samples(base_run, base_p), _samples(other_run, other_p)
+    rows = [row for metric in LATENCIES for row in _latency(metric, base, other, rng)]
+    rates = list(THROUGHPUTS)
+    if "goodput.requests_per_s" in base_p.results.metrics and "goodput.requests_per_s" in other_p.results.metrics:
+        rates.append("goodput.requests_per_s")
+    rows += [_rate(metric, base_p, other_p, base, other, rng) for metric in rates]
+    holm([t for _, t in rows if t is not None], alpha)
+    for m, t in rows:
+        if t is not None:
+            m.verdict = _verdict(m, t, min_effect)
+    return [m for m, _ in rows]
 
 
-def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int = 0) -> Comparison:
-    """Compare every run against the first; see the module docstring."""
+def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int = 0, alpha: float = 0.05,
+                 min_effect: float = MIN_EFFECT) -> Comparison:
+    """Compare every run against the first; see the module docstring. `alpha`: the family-wise
+    error rate of each comparison; `min_effect`: the smallest relative difference called."""
     allowed = list(allowed or [])
     unknown = [a for a in allowed if a not in INVARIANTS]
     if unknown:
@@ -156,11 +236,20 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int =
     invalid = [r.name for r, p in zip(runs, passports) if p.verdict != "VALID"]
     if invalid:
         caveats.append("not VALID: " + ", ".join(invalid))
-    comparison = Comparison(runs, differences, allowed, [], caveats)
+    comparison = Comparison(runs, differences, allowed, [], caveats, alpha, min_effect)
     if comparison.comparable:
         for i in range(1, len(runs)):
-            comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], seed + i))
+            comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], seed + i, alpha,
+                                                    min_effect))
     return comparison
+
+
+def method_line(c: Comparison) -> str:
+    """How the verdicts were reached, in one line under each table."""
+    return (f"Verdicts: Holm-corrected across the {len(c.metrics[0]) if c.metrics else 0} statistics at a "
+            f"family-wise error rate of {c.alpha:.0%}; block bootstraps over requests in send order and over "
+            f"time slices ({DRAWS} draws, two-sided p); differences under {c.min_effect:.0%} of the first run are "
+            "not called (run-to-run variance is not measured by single runs).")
 
 
 def format_value(metric: str, value: float | None) -> str:
@@ -187,13 +276,16 @@ def render_comparison(c: Comparison) -> list[str]:
         lines.append("compared anyway, allowing: " + ", ".join(n for n in c.differences))
     for other, rows in zip(c.runs[1:], c.metrics):
         lines.append("")
-        lines.append(f"{other.name} against {c.runs[0].name} (difference: other - first, 95 % bootstrap interval)")
-        lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'95% interval':<25} verdict")
+        lines.append(f"{other.name} against {c.runs[0].name}")
+        lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'95% interval':<25} "
+                     f"{'p':>7}  verdict")
         for m in rows:
             diff = None if m.base is None or m.other is None else m.other - m.base
             interval = "—" if m.ci95 is None else f"[{fmt(m.metric, m.ci95[0])}, {fmt(m.metric, m.ci95[1])}]"
+            p = "—" if m.p is None else ("<0.0001" if m.p < 1e-4 else f"{m.p:.4f}")
             lines.append(f"{m.metric + '.' + m.stat:<36} {fmt(m.metric, m.base):>11} {fmt(m.metric, m.other):>11} "
-                         f"{fmt(m.metric, diff):>11}  {interval:<25} {m.verdict}")
+                         f"{fmt(m.metric, diff):>11}  {interval:<25} {p:>7}  {m.verdict}")
+        lines.append(method_line(c))
     lines.extend(["", "Caveats:"] + [f"- {c_}" for c_ in c.caveats] if c.caveats else ["", "Caveats: none"])
     lines.append("Result: COMPARABLE")
     return lines

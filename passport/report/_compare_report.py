@@ -5,12 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from passport.audit import per_request_samples
-from passport.judge import INVARIANTS, Comparison, format_value
-from passport.model import read_passport
+from passport.judge import INVARIANTS, Comparison, MetricComparison, format_value, method_line
 from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
 from passport.report._plots import CDF_METRICS, latency_cdfs
 
 __all__ = ["comparison_blocks"]
+
+
+def _row(m: MetricComparison) -> list[str]:
+    fmt = format_value
+    return [f"`{m.metric}.{m.stat}`", fmt(m.metric, m.base), fmt(m.metric, m.other),
+            fmt(m.metric, None if m.base is None or m.other is None else m.other - m.base),
+            "—" if m.ci95 is None else f"[{fmt(m.metric, m.ci95[0])}, {fmt(m.metric, m.ci95[1])}]",
+            "—" if m.p is None else ("<0.0001" if m.p < 1e-4 else f"{m.p:.4f}"),
+            f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
 
 
 def comparison_blocks(c: Comparison) -> list[Block]:
@@ -30,19 +38,14 @@ def comparison_blocks(c: Comparison) -> list[Block]:
     blocks += [Heading("Comparability invariants"), Table(["invariant", "state"] + [r.name for r in c.runs], rows)]
     for other, metrics in zip(c.runs[1:], c.metrics):
         blocks += [Heading(f"{other.name} against {c.runs[0].name}"),
-                   Para("Difference: other minus first, with a 95 % bootstrap interval over requests (ITL: whole "
-                        "requests resampled); throughput across repetitions."),
-                   Table(["metric", "first", "other", "difference", "95 % interval", "verdict"],
-                         [[f"`{m.metric}.{m.stat}`", format_value(m.metric, m.base), format_value(m.metric, m.other),
-                           format_value(m.metric, None if m.base is None or m.other is None else m.other - m.base),
-                           "—" if m.ci95 is None
-                           else f"[{format_value(m.metric, m.ci95[0])}, {format_value(m.metric, m.ci95[1])}]",
-                           f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
-                          for m in metrics])]
+                   Para("Difference: other minus first, with the bootstrap's 95 % interval and two-sided p-value. "
+                        + method_line(c)),
+                   Table(["metric", "first", "other", "difference", "95 % interval", "p", "verdict"],
+                         [_row(m) for m in metrics])]
     blocks += [Heading("Caveats"), Bullets(c.caveats, kind="caveats") if c.caveats else Para("None.")]
     series = {}
     for run in c.runs:
-        samples = per_request_samples(run, read_passport(run).discarded_repetitions(), CDF_METRICS)
+        samples = per_request_samples(run, CDF_METRICS)
         series[run.name] = {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}
     blocks += [Heading("Latency CDFs"),
                Image("compare_cdf.png", latency_cdfs(series), "Latency CDFs of each run's successful measured "

@@ -271,8 +271,7 @@ def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
     requests = load_table(folder, "requests")
     if requests is None:
         return []
-    discarded = p.discarded_repetitions()
-    samples = per_request_samples(folder, discarded, CDF_METRICS)
+    samples = per_request_samples(folder, CDF_METRICS)
     series = {p.name: {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}}
     windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
                if w.start_ns is not None and w.end_ns is not None]

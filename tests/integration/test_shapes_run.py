@@ -127,7 +127,7 @@ def test_an_engine_that_drops_the_constraints_is_caught(
     report = (only_run_dir(tmp_path / "out") / "report.md").read_text()
     assert "## Answer checks" in report and "| `tool_call` |" in report and "## Traffic shapes" in report
     gate = run_cli("gate", str(only_run_dir(tmp_path / "out")), "--require", "validity.counts.schema_failures == 0")
-    assert gate.returncode != 0
+    assert gate.returncode == 1 and gate.stdout.startswith("FAIL  validity.counts.schema_failures == 0  measured ")
 
 
 def test_images_arrive_whole_at_their_declared_sizes(

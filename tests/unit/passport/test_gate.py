@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -9,6 +10,7 @@ from passport import Passport
 from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition
 from passport.model import Stat
 from passport.report import junit_xml
+from tests.conftest import REPO
 
 
 @pytest.fixture
@@ -81,3 +83,36 @@ def test_gate_file(tmp_path: Path) -> None:
     path.write_text("require: ttft.any.p99 < 2s\n")
     with pytest.raises(GateError, match="must hold `require:` with a list"):
         load_gate_file(path)
+
+
+@pytest.mark.parametrize("text,closest", [
+    ("outcomes.timout == 0", "'outcomes.timeout'"),
+    ("outcomes.nosuchclass == 0", None),
+    ("counts.schema_failure == 0", "'counts.schema_failures'"),
+    ("validity.counts.tool_failure == 0", "'validity.counts.tool_failures'"),
+    ("ttft.any.p999 < 2s", "'ttft.any.p99'"),
+    ("results.slo.atainment > 0.9", "'results.slo.attainment'"),
+])
+def test_a_mistyped_name_is_a_usage_error_naming_the_closest_valid_ones(text: str, closest: str | None) -> None:
+    """Regression (issue 12): `outcomes.timout == 0` used to pass, reading an absent class as 0."""
+    with pytest.raises(GateError, match="unknown gate name") as raised:
+        parse_condition(text)
+    if closest is not None:
+        assert "did you mean " in str(raised.value) and closest in str(raised.value).split("?")[0]
+
+
+def test_full_paths_into_the_passport_read_the_same_figures(passport: Passport) -> None:
+    assert _check(passport, "results.metrics.ttft.any.p99 < 2s", "validity.counts.measured == 200",
+                  "results.outcomes.timeout == 1", "validity.verdict == VALID", "results.client.cpu_share_max < 2",
+                  "validity.canaries.status == not_run") == [
+        (True, "measured 1.500 s"), (True, "measured 200"), (True, "measured 1"), (True, "measured VALID"),
+        (False, "the passport has no value for it"), (True, "measured not_run")]
+
+
+def test_every_gate_example_in_the_readme_is_understood(passport: Passport) -> None:
+    readme = (REPO / "README.md").read_text()
+    examples = re.findall(r"--require '([^']+)'", readme)
+    assert len(examples) >= 5
+    for text in examples:
+        condition = parse_condition(text)
+        assert evaluate_gate(passport, [condition])[0].condition.target.path

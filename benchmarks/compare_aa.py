@@ -1,0 +1,80 @@
+"""A/A calibration of `passport compare`: runs of one simulator spec compared pairwise.
+
+Every run draws its own scripted delays from the same distribution (TTFT 30 ms +- 5 ms jitter,
+ITL 3 ms), so no difference between any two runs is real: each pair whose verdict is anything
+but "no significant difference" on some statistic is a false positive. Prints, for the pairs:
+how many came out clean, which statistics were called, the smallest p-values seen and the largest
+relative differences (the run-to-run variance `--min-effect` guards against); and the time one
+comparison takes. The acceptance (issue 12): at least 19 of 20 pairs clean.
+
+    .venv/bin/python benchmarks/compare_aa.py [--pairs 20] [--requests 150]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from harness import free_port
+from passport.judge import compare_runs
+from passport.model import parse_spec
+from passport.run import execute
+
+
+def _runs(n: int, requests: int, out: Path) -> list[Path]:
+    port = free_port()
+    sim = subprocess.Popen([sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", "30",
+                            "--ttft-jitter-ms", "5", "--itl-ms", "3", "--seed", "7"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1.5)
+    raw = {"name": "aa", "endpoint": {"base_url": f"http://127.0.0.1:{port}/v1"}, "canaries": "none",
+           "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
+                        "output_tokens": {"dist": "fixed", "value": 8}},
+           "load": {"pattern": "closed", "concurrency": 4, "measure": {"requests": requests}},
+           "validity": {"max_loop_lag_p99_ms": 1000, "max_dispatch_lag_p99_ms": 1000}}
+    try:
+        return [execute(parse_spec(raw), raw, [], out).folder for _ in range(n)]
+    finally:
+        sim.terminate()
+        sim.wait(5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--requests", type=int, default=150)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        runs = _runs(2 * args.pairs, args.requests, Path(tmp))
+        called: Counter[str] = Counter()
+        clean, smallest_p, largest_rel, seconds = 0, 1.0, {}, []
+        for i in range(args.pairs):
+            start = time.perf_counter()
+            comparison = compare_runs([runs[2 * i], runs[2 * i + 1]])
+            seconds.append(time.perf_counter() - start)
+            rows = comparison.metrics[0]
+            real = [m for m in rows if m.verdict in ("faster", "slower", "higher", "lower")]
+            clean += not real
+            called.update(f"{m.metric}.{m.stat}" for m in real)
+            for m in rows:
+                if m.p is not None:
+                    smallest_p = min(smallest_p, m.p)
+                if m.base and m.other is not None:
+                    key = f"{m.metric}.{m.stat}"
+                    largest_rel[key] = max(largest_rel.get(key, 0.0), abs(m.other - m.base) / abs(m.base))
+    print(f"A/A: {clean} of {args.pairs} pairs gave no significant difference on every statistic "
+          f"({args.requests} requests per run)")
+    print(f"statistics called (false positives): {dict(called) or 'none'}")
+    print(f"smallest p-value seen: {smallest_p:.4g}")
+    print("largest relative difference between two runs: "
+          + ", ".join(f"{k} {v:.1%}" for k, v in sorted(largest_rel.items())))
+    print(f"compare of two {args.requests}-request runs: median {sorted(seconds)[len(seconds) // 2]:.2f} s")
+
+
+if __name__ == "__main__":
+    main()

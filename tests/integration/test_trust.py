@@ -1,0 +1,160 @@
+"""A passport that cannot be forged, mistyped or over-read (issue 12), tried as an auditor and a
+release manager would: edits caught by verify and refused by gate, a killed run recovered, a
+second Ctrl-C that still leaves a passport, damaged folders refused with one clear message."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+
+from passport.audit import content_sha256
+from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.integration.test_faults import WriteSpec, _spec, _start_long_run, _wait_for_rows
+
+
+def _run(simulator: SimFactory, write_spec: WriteSpec, out: Path, *sim_args: str, **spec: Any) -> Path:
+    url = simulator("--ttft-ms", "3", "--itl-ms", "1", *sim_args)
+    path = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 30}}, **spec))
+    run_cli("run", str(path), "--out", str(out), "--quiet")
+    return only_run_dir(out)
+
+
+def _edit(run: Path, change: Any, reseal: bool) -> None:
+    """Edit passport.json; with `reseal`, as a forger who also recomputes the content hash."""
+    data = json.loads((run / "passport.json").read_text())
+    change(data)
+    if reseal:
+        data["content_sha256"] = content_sha256(data)
+    (run / "passport.json").write_text(json.dumps(data, indent=2))
+
+
+def _folder_hashes(run: Path) -> dict[str, str]:
+    return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
+
+
+def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    run = _run(simulator, write_spec, tmp_path / "out", "--fault", "reject:4")  # 25 % rejected: INVALID
+    assert json.loads((run / "passport.json").read_text())["verdict"] == "INVALID"
+    assert run_cli("verify", str(run)).returncode == 0
+
+    def flip(data: dict[str, Any]) -> None:
+        data["verdict"] = data["validity"]["verdict"] = "VALID"
+        for rule in data["validity"]["rules"]:
+            rule["status"] = "PASS" if rule["status"] == "FAIL" else rule["status"]
+
+    _edit(run, flip, reseal=False)
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1
+    assert "- passport.json: content_sha256 differs from its content" in result.stdout
+    assert "- verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'" in result.stdout
+    gate = run_cli("gate", str(run), "--require", "verdict == VALID")
+    assert gate.returncode == 2 and "was edited after it was written" in gate.stderr
+
+    _edit(run, lambda data: None, reseal=True)  # a forger who recomputes the hash: the rules still tell
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "content_sha256" not in result.stdout
+    assert "validity.rules[" in result.stdout and ".status: passport says 'PASS', raw logs give 'FAIL'" in result.stdout
+    assert "- validity.verdict: passport says 'VALID'" in result.stdout
+
+
+def test_an_edited_report_or_identity_field_is_caught(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    run = _run(simulator, write_spec, tmp_path / "out")
+    report = run / "report.md"
+    report.write_text(report.read_text().replace("Result is: VALID", "Result is: VALID (certified)"))
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "- report.md: sha256 differs from the passport" in result.stdout
+
+    def relist(data: dict[str, Any]) -> None:  # the forger lists the edited report's hash too
+        data["files"]["report.md"]["sha256"] = hashlib.sha256(report.read_bytes()).hexdigest()
+        data["files"]["report.md"]["bytes"] = report.stat().st_size
+
+    _edit(run, relist, reseal=True)
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "- report.md: differs from a fresh rendering" in result.stdout
+
+    other = _run(simulator, write_spec, tmp_path / "other")
+
+    def rename(data: dict[str, Any]) -> None:
+        data["identity"]["engine.name"]["value"] = "vllm"
+
+    _edit(other, rename, reseal=True)
+    result = run_cli("verify", str(other))
+    assert result.returncode == 1
+    assert ("- identity.engine.name: the passport says 'vllm' via '/v1/models owned_by', the recorded probes give "
+            "'passport-simulator'") in result.stdout
+
+
+def test_damaged_folders_are_one_clear_input_error_and_nothing_is_modified(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    run = _run(simulator, write_spec, tmp_path / "out")
+    data = (run / "requests.parquet").read_bytes()
+    (run / "requests.parquet").write_bytes(data[: len(data) // 2])
+    before = _folder_hashes(run)
+    result = run_cli("verify", str(run))
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith("ERROR: ") and "requests.parquet is not a readable Parquet file" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and _folder_hashes(run) == before
+
+    (run / "passport.json").write_text(json.dumps({"schema_version": "7.0"}))
+    result = run_cli("verify", str(run))
+    assert result.returncode == 2 and "schema_version '7.0' is not supported by this passport" in result.stderr
+    for command in (["verify"], ["gate", "--require", "verdict == VALID"], ["recover"]):
+        result = run_cli(command[0], str(tmp_path), *command[1:])
+        assert result.returncode == 2 and result.stderr.startswith("ERROR: ") and result.stdout == "", command
+
+
+def test_a_killed_run_is_recovered_with_every_recorded_request(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "5")
+    proc = _start_long_run(url, write_spec, tmp_path / "out")
+    run = _wait_for_rows(tmp_path / "out")
+    time.sleep(2.5)  # another flush of parts
+    proc.kill()
+    proc.communicate(timeout=10)
+    parts = sum(pq.read_metadata(p).num_rows for p in (run / "requests.parts").glob("part-*.parquet"))
+    assert parts > 0 and not (run / "passport.json").exists()
+    assert "passport recover" in run_cli("verify", str(run)).stderr  # the way out is named
+
+    result = run_cli("recover", str(run))
+    assert result.returncode == 1, result.stderr
+    assert f"(recovered; {parts} requests kept)" in result.stdout and "Result is: INCOMPLETE" in result.stdout
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["validity"]["complete"] is False and "recovered at" in passport["validity"]["incomplete_reason"]
+    assert pq.read_table(run / "requests.parquet").num_rows == parts
+    assert not (run / "passport.draft.json").exists() and not (run / "requests.parts").exists()
+    assert run_cli("verify", str(run)).returncode == 0
+    gate = run_cli("gate", str(run), "--require", "verdict == INCOMPLETE")
+    assert gate.returncode == 0, gate.stdout + gate.stderr
+    again = run_cli("recover", str(run))
+    assert again.returncode == 2 and "already has its passport.json" in again.stderr
+
+
+def test_a_second_ctrl_c_still_writes_the_passport_of_what_was_recorded(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "5")
+    proc = _start_long_run(url, write_spec, tmp_path / "out")
+    run = _wait_for_rows(tmp_path / "out")
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stderr
+    passport = json.loads((run / "passport.json").read_text())
+    kept = pq.read_table(run / "requests.parquet").num_rows
+    assert passport["verdict"] == "INCOMPLETE" and kept > 0
+    assert f"{kept} requests recorded and kept" in stderr and "Result is: INCOMPLETE" in stdout
+    assert "nothing was measured" not in stderr
+    assert run_cli("verify", str(run)).returncode == 0

@@ -31,14 +31,18 @@ def main(args: argparse.Namespace) -> ExitCode:
 
     verification = verify_run(args.run_dir)
     problems, checked = list(verification.problems), list(verification.checked)
+    notes: list[str] = []
     if not any(p.startswith("passport.json: content_sha256") for p in problems):
         passport = Passport.model_validate(read_passport_json(args.run_dir))
         if passport.content_sha256 is not None:
             checked += ["reports", "identity (recorded probes)"]
-            problems += check_reports(passport, args.run_dir) + replay_identity(passport, args.run_dir)
+            report_problems, notes = check_reports(passport, args.run_dir)
+            problems += report_problems + replay_identity(passport, args.run_dir)
     if not problems:
         print(f"verified: {args.run_dir}")
         print(f"checked: {', '.join(checked)}")
+        for note in notes:
+            print(f"note: {note}")
         return ExitCode.OK
     print(f"NOT verified: {args.run_dir}")
     for problem in problems:

@@ -68,7 +68,7 @@ def file_entries(folder: Path, reports: bool = False) -> dict[str, FileFacts]:
     for name in names:
         path = folder / name
         if path.is_file():
-            rows = pq.ParquetFile(path).metadata.num_rows if name.endswith(".parquet") else None
+            rows = _rows(path) if name.endswith(".parquet") else None
             entries[name] = FileFacts(sha256=sha256_file(path), bytes=path.stat().st_size, rows=rows)
     return entries
 
@@ -90,6 +90,13 @@ def load_table(run_dir: Path, name: str, figures_only: bool = False) -> pa.Table
         files = sorted(parts.glob("part-*.parquet"))
         return pa.concat_tables([_read(f, skip) for f in files]) if files else None
     return None
+
+
+def _rows(path: Path) -> int:
+    try:
+        return int(pq.ParquetFile(path).metadata.num_rows)
+    except (pa.ArrowException, OSError) as exc:
+        raise RunFolderError(f"{path} is not a readable Parquet file (truncated or damaged?): {exc}") from exc
 
 
 def _read(path: Path, skip: tuple[str, ...] = ()) -> pa.Table:

@@ -51,14 +51,14 @@ _CLOSED_POOL_DEFAULT = 512
 class WarmupSpec(BaseModel):
     """Requests sent before the measurement window and excluded from the results."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     requests: int = Field(0, ge=0, description="Number of warm-up requests.")
 
 
 class MeasureSpec(BaseModel):
     """The measurement window: a request count or a duration (exactly one)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     duration_s: float | None = Field(None, gt=0, description="Window length in seconds.")
     requests: int | None = Field(None, ge=1, description="Number of measured requests.")
 
@@ -72,7 +72,7 @@ class MeasureSpec(BaseModel):
 class LoadSpec(BaseModel):
     """HOW and WHEN requests are sent: arrival pattern, concurrency, window, repetitions."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     pattern: Pattern = Field(description="closed | constant | poisson | gamma | trace.")
     rate_per_s: float | None = Field(None, gt=0, description="Open loop: mean arrivals per second.")

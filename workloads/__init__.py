@@ -21,8 +21,10 @@ from workloads._requestset import (
 from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_names
 from workloads._synthetic import corpus_text, synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
+from workloads._yaml import load_yaml
 
 __all__ = [
+    "load_yaml",
     "DEFAULT_SCHEMA",
     "DEFAULT_TOOLS",
     "EXTENDED_SCHEMA",

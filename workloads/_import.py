@@ -37,7 +37,7 @@ _BODY_FIELDS = ("messages", "prompt", "tools", "tool_choice", "response_format")
 class ImportSpec(BaseModel):
     """`workload.source`: a request log to offer instead of synthetic prompts."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     path: str = Field(description="The file (JSONL for openai; JSON or JSONL for sharegpt); "
                                   "`bundled:NAME` is a file shipped in workloads/data/.")

@@ -27,7 +27,7 @@ __all__ = ["LengthDist"]
 class LengthDist(BaseModel):
     """A declared distribution of token counts, clamped to [min, max]."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     dist: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
         description="Shape of the distribution."

@@ -56,7 +56,7 @@ class SharedPrefixSpec(BaseModel):
     so salted runs stay comparable; the protocol records it.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     groups: int = Field(ge=1, description="Number of distinct prefixes.")
     prefix_tokens: int = Field(ge=1, description="Tokens of each prefix (exact under the tokenizer).")
@@ -66,7 +66,7 @@ class SharedPrefixSpec(BaseModel):
 class DurationDist(BaseModel):
     """A declared distribution of durations in seconds (think times): fixed, uniform or exponential."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
     dist: Literal["fixed", "uniform", "exponential"] = "fixed"
     value: float | None = Field(None, ge=0, description="fixed: the duration in s.")
@@ -102,7 +102,7 @@ class SessionSpec(BaseModel):
     next turn is sent `think_time_s` after the previous answer ended. `input_tokens` is the
     length of each new user message; `output_tokens` the budget of each answer."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     turns: LengthDist | int = Field(description="Turns per session: a number or a length distribution.")
     think_time_s: DurationDist | float = Field(0.0, description="Pause between an answer and the next turn.")
@@ -119,7 +119,7 @@ class StructuredOutputSpec(BaseModel):
     """A share of requests asks for JSON under a JSON Schema (`response_format`, or the engine's
     own field where it does not take `response_format`); each answer is validated afterwards."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     share: float = Field(1.0, ge=0, le=1, description="Fraction of requests carrying the schema.")
     json_schema: dict[str, Any] | None = Field(
@@ -130,7 +130,7 @@ class ToolsSpec(BaseModel):
     """A share of requests carries `tools` (and `tool_choice`); streamed calls are assembled and
     their arguments validated against the called tool's parameter schema."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     share: float = Field(1.0, ge=0, le=1, description="Fraction of requests carrying the tools.")
     tools: list[dict[str, Any]] | None = Field(None, description="OpenAI tool definitions; None: the bundled ones.")
@@ -141,7 +141,7 @@ class ImagesSpec(BaseModel):
     """Requests with images, generated deterministically (a seeded pattern, PNG) and sent as
     base64 data URLs in the user message."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     share: float = Field(1.0, ge=0, le=1, description="Fraction of requests with images.")
     count: int = Field(1, ge=1, le=16, description="Images per request.")
@@ -168,7 +168,7 @@ class WorkloadSpec(BaseModel):
     decide (open loop: one per scheduled arrival; closed loop: enough for the run, cycled in order).
     """
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, strict=True, allow_inf_nan=False)
 
     preset: str | None = Field(None, description="Start from workloads/presets/<name>.yaml.")
     tokenizer: str = Field(
@@ -241,7 +241,7 @@ class WorkloadSpec(BaseModel):
 class MixComponent(BaseModel):
     """One part of a weighted mix: a name (recorded per request), a weight and a workload."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1, description="Recorded in the `shape` column of its requests.")
     weight: float = Field(gt=0, description="Relative share of arrivals.")

@@ -11,21 +11,20 @@ import difflib
 from pathlib import Path
 from typing import Any, Literal, Self
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from harness import LoadSpec
 from passport._errors import SpecError
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
-from workloads import WorkloadSpec
+from workloads import WorkloadSpec, load_yaml
 
 __all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "SweepSpec",
            "load_spec", "parse_spec"]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class EndpointSpec(_Strict):
@@ -248,13 +247,13 @@ def parse_spec(data: Any, source: str = "") -> RunSpec:
 def load_spec(path: Path) -> tuple[RunSpec, dict[str, Any]]:
     """Read and validate a YAML spec: (validated spec, the mapping exactly as written)."""
     try:
-        text = path.read_text()
+        data = path.read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
     try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SpecError(f"spec {path} is not valid YAML: {exc}") from exc
+        raw = load_yaml(data, f"spec {path}")
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
     if raw is None:
         raise SpecError(f"spec {path} is empty; see specs/ for examples")
     return parse_spec(raw, str(path)), raw

@@ -129,7 +129,7 @@ def plan(run: Opened, found: Identified, say: Say) -> Planned:
     n_offered = write_schedule(run.folder, schedule, request_set, entries, spec.record_text == "full")
     params, max_tokens_is_target = request_params(spec, found.engine)
     t = spec.timeouts
-    declared = declare(run.folder, spec, found.identity)
+    declared = declare(run.folder, spec, found.identity, request_set)
     return Planned(schedule, request_set, entries, n_offered, params, max_tokens_is_target,
                    Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), declared,
                    time.perf_counter_ns(), utc_now())

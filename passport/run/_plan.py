@@ -102,12 +102,34 @@ def plan_workload(spec: RunSpec, tokenizer: LoadedTokenizer) -> tuple[Schedule, 
     return schedule, request_set
 
 
-def declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue]) -> DeclaredInfo:
-    """Freeze the effective spec and the realized per-sequence context into declared.json."""
+def context_needed(request_set: RequestSet) -> int | None:
+    """The longest request's prompt (our tokenizer's count, else its target) plus its output
+    budget, in tokens; a
+    session's last turn carries every earlier message and answer (at their budgets), so its
+    need is the session's whole sum."""
+    table = request_set.table
+    if not table.num_rows:
+        return None
+    counted = table.column("input_tokens_client").to_pylist()
+    targets = table.column("input_tokens_target").to_pylist()
+    prompt = [c if c is not None else t for c, t in zip(counted, targets)]  # no tokenizer: the target
+    output = table.column("output_tokens_target").to_pylist()
+    sessions = table.column("session").to_pylist() if "session" in table.column_names else [None] * len(prompt)
+    need: dict[object, int] = {}
+    for i, (p, o, s) in enumerate(zip(prompt, output, sessions)):
+        key = ("session", s) if s is not None else i
+        need[key] = need.get(key, 0) + int(p or 0) + int(o or 0)
+    return max(need.values())
+
+
+def declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue], request_set: RequestSet) -> DeclaredInfo:
+    """Freeze the effective spec, the realized per-sequence context and the workload's largest
+    need into declared.json."""
     probed = identity.get("capacity.context_per_sequence")
     capacity = probed.value if probed is not None and isinstance(probed.value, int) else None
-    source = f"{probed.source} ({probed.via})" if capacity is not None and probed is not None else None
-    sha, written_utc = write_declared(folder, spec.model_dump(mode="json"), capacity, source)
+    source = f"{probed.source}: {probed.via}" if capacity is not None and probed is not None else None
+    sha, written_utc = write_declared(folder, spec.model_dump(mode="json"), capacity, source,
+                                      context_needed(request_set))
     return DeclaredInfo(file=DECLARED_FILE, sha256=sha, written_utc=written_utc,
                         context_tokens_per_sequence=capacity, capacity_source=source)
 

@@ -158,3 +158,19 @@ def test_a_second_ctrl_c_still_writes_the_passport_of_what_was_recorded(
     assert f"{kept} requests recorded and kept" in stderr and "Result is: INCOMPLETE" in stdout
     assert "nothing was measured" not in stderr
     assert run_cli("verify", str(run)).returncode == 0
+
+
+def test_the_workloads_largest_need_is_declared_before_timing_and_checked_against_the_capacity(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    """8 prompt + 8 output tokens need 16 per sequence; a declared capacity of 12 cannot hold them
+    (the rule's inputs come from declared.json, written before the first timed request)."""
+    run = _run(simulator, write_spec, tmp_path / "out", identity={"capacity.context_per_sequence": 12})
+    declared = json.loads((run / "declared.json").read_text())
+    assert declared["workload"] == {"context_needed_tokens": 16}
+    assert declared["capacity"] == {"context_tokens_per_sequence": 12,
+                                    "source": "declared: identity.capacity.context_per_sequence"}
+    passport = json.loads((run / "passport.json").read_text())
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "context_capacity")
+    assert (rule["status"], rule["measured"], rule["threshold"]) == ("FAIL", 16, 12)
+    assert passport["verdict"] == "INVALID" and run_cli("verify", str(run)).returncode == 0

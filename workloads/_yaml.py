@@ -1,0 +1,50 @@
+"""YAML as specs, suites and presets are read: UTF-8 text, safe tags only, no duplicate keys.
+
+PyYAML keeps the last of two equal keys silently (`load:` twice: the first is lost), and reads
+bytes of any encoding as text; both are errors here, each with one message that says where.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+__all__ = ["load_yaml"]
+
+
+class _UniqueKeys(yaml.SafeLoader):
+    """SafeLoader that refuses a mapping holding the same key twice."""
+
+
+def _mapping(loader: _UniqueKeys, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"key {key!r} appears twice in one mapping (first on line {seen[key] + 1}): "
+                            "keep one", key_node.start_mark)
+        seen[key] = key_node.start_mark.line
+    return dict(loader.construct_mapping(node, deep=deep))
+
+
+_UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping)
+
+
+def load_yaml(data: bytes, source: str) -> Any:
+    """Parse YAML `data` read from `source`; ValueError with a clear message for text that is not
+    UTF-8, not YAML, or holds a duplicated key."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise ValueError(f"{source} is UTF-16 text; save it as UTF-8")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{source} is not UTF-8 text (byte {exc.start} is {data[exc.start]:#04x}); is it a YAML "
+                         "file?") from None
+    if "\x00" in text:
+        raise ValueError(f"{source} holds NUL bytes: it is not a YAML text file")
+    try:
+        return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{source} is not valid YAML: {exc}") from None

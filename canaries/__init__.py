@@ -18,7 +18,14 @@ from canaries._run import (
     run_suite,
     write_results,
 )
-from canaries._sandbox import SandboxResult, extract_code, network_isolation, run_python
+from canaries._sandbox import (
+    SandboxResult,
+    SandboxUnavailable,
+    extract_code,
+    require_sandbox,
+    run_python,
+    sandbox_unavailable,
+)
 from canaries._suite import KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
 
 __all__ = [
@@ -39,7 +46,9 @@ __all__ = [
     "extract_code",
     "load_suite",
     "long_context_prompt",
-    "network_isolation",
+    "SandboxUnavailable",
+    "require_sandbox",
+    "sandbox_unavailable",
     "record_suite",
     "run_case",
     "run_python",

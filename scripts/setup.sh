@@ -27,16 +27,25 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-if [ -n "$EXTRAS" ] && ! command -v chromium >/dev/null; then
-  # the report test opens report.html in a real headless browser: Debian's chromium
-  log "installing Debian's chromium for the report.html browser test (once)"
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO="sudo"
-  if ! command -v apt-get >/dev/null || ! { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-       $SUDO apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core; } >/dev/null 2>&1; then
-    log "could not install chromium with apt-get; install Debian's chromium package and run again"
+# apt_install COMMAND WHY PACKAGE...: Debian packages the tests need, once, where COMMAND is missing
+apt_install() {
+  local cmd="$1" why="$2"
+  shift 2
+  command -v "$cmd" >/dev/null && return 0
+  log "installing Debian's $1 for $why (once)"
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  if ! command -v apt-get >/dev/null || ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+       $sudo apt-get install -y -qq --no-install-recommends "$@"; } >/dev/null 2>&1; then
+    log "could not install $* with apt-get; install Debian's $1 package and run again"
     exit 1
   fi
+}
+if [ -n "$EXTRAS" ]; then
+  # the report test opens report.html in a real headless browser
+  apt_install chromium "the report.html browser test" chromium fonts-dejavu-core
+  # coding canaries run model-written code under bubblewrap (OS-level isolation)
+  apt_install bwrap "the coding-canary sandbox" bubblewrap
 fi
 
 eval "$(PYTHON=.venv/bin/python bash scripts/setup_engine.sh)"

@@ -93,7 +93,9 @@ def test_every_kind_fails_against_wrong_answers_with_its_category(simulator: Sim
     assert "'old' is not of type 'integer'" in table.loc["json", "reason"]
     assert "special tokens leaked" in table.loc["tool", "reason"]
     assert table.loc["recall", "actual"] == "I do not know."
-    assert "sandbox: open('/etc/hostname'" in table.loc["coding", "reason"]
+    # /etc is not in the sandbox at all
+    assert table.loc["coding", "reason"] == "sandbox: FileNotFoundError: [Errno 2] No such file or directory: " \
+        "'/etc/hostname'"
     assert "no usage was reported" in table.loc["accounting", "reason"]
     assert len(json.loads(table.loc["recall", "requests"])) == 3  # each turn carried the real answers so far
     assert 'failures="7"' in (tmp_path / "j.xml").read_text()

@@ -1,0 +1,27 @@
+"""The README's fault matrix, declared where it is proven.
+
+`@fault(case, behaviour)` on a test names a fault a user can meet and what passport does about
+it; `scripts/fault_matrix.py` reads these decorators (without importing the tests) and writes the
+table in README "Faults and hostile input", and `tests/unit/test_fault_matrix.py` fails when the
+README's table is not the one the tests declare. A test may carry several.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+__all__ = ["fault"]
+
+Test = TypeVar("Test", bound=Callable[..., object])
+
+
+def fault(case: str, behaviour: str) -> Callable[[Test], Test]:
+    """Declare that the decorated test proves `behaviour` for `case`; the test itself is unchanged."""
+    if not case or not behaviour:
+        raise ValueError("a fault needs a case and a behaviour")
+
+    def declare(test: Test) -> Test:
+        return test
+
+    return declare

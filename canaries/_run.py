@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from canaries._checks import Answer, Check, check
 from canaries._suite import CaseSpec, Suite
-from harness import SUCCESS_OUTCOMES, Api, Exchange, HttpClient, StreamSummary, judge
+from harness import SUCCESS_OUTCOMES, Api, Exchange, HttpClient, StreamSummary, judge, scrub
 from harness.engines import structured_fields
 from workloads import corpus_text
 
@@ -185,7 +185,7 @@ async def run_suite(client: HttpClient, suite: Suite, model: str, api: Api, t0_n
 
 
 def write_results(path: Path, results: list[CaseResult]) -> None:
-    """canaries.parquet: one row per case."""
-    rows = [asdict(r) for r in results]
+    """canaries.parquet: one row per case (every text scrubbed of secrets)."""
+    rows = [{k: scrub(v) if isinstance(v, str) else v for k, v in asdict(r).items()} for r in results]
     table = pa.Table.from_pylist(rows, schema=CANARIES_SCHEMA)
     pq.write_table(table, path, compression="zstd")

@@ -11,7 +11,7 @@ from harness._clientstats import ClientMonitor
 from harness._control import ControlClient
 from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
 from harness._fake import FakeAnswer, FakeTransport, sse_events
-from harness._http import Endpoint, Exchange, HttpClient, Timeouts
+from harness._http import Endpoint, Exchange, HttpClient, Limits, Timeouts
 from harness._launcher import EngineLauncher, free_port, redact_command
 from harness._openai import (
     CHUNK_KINDS,
@@ -34,6 +34,15 @@ from harness._recorder import (
     TableWriter,
     join_parts,
 )
+from harness._redact import (
+    has_secret,
+    register_secret,
+    scrub,
+    scrub_bytes,
+    scrub_file,
+    scrub_json,
+    strip_userinfo,
+)
 from harness._runner import (
     PreparedRequest,
     ProgressSink,
@@ -42,12 +51,27 @@ from harness._runner import (
     Runner,
     SessionTurn,
 )
-from harness._schedule import SCHEDULE_SCHEMA, LoadSpec, MeasureSpec, Schedule, WarmupSpec, build_schedule
+from harness._schedule import (
+    SCHEDULE_SCHEMA,
+    LoadSpec,
+    MeasureSpec,
+    RejectPolicy,
+    Schedule,
+    WarmupSpec,
+    build_schedule,
+)
 from harness._sse import SSEParser
 from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, TrtllmJsonSource, nvml_devices
 from harness._transport import Transport
 
 __all__ = [
+    "has_secret",
+    "register_secret",
+    "scrub",
+    "scrub_bytes",
+    "scrub_file",
+    "scrub_json",
+    "strip_userinfo",
     "FakeAnswer",
     "FakeTransport",
     "Transport",
@@ -70,6 +94,7 @@ __all__ = [
     "Exchange",
     "HarnessError",
     "HttpClient",
+    "Limits",
     "NvmlSource",
     "PrometheusSource",
     "Sample",
@@ -86,6 +111,7 @@ __all__ = [
     "SCHEDULE_SCHEMA",
     "SSEParser",
     "Schedule",
+    "RejectPolicy",
     "ScheduleError",
     "StreamSummary",
     "TELEMETRY_SCHEMA",

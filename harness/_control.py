@@ -15,7 +15,7 @@ import httpx
 
 from harness._errors import EndpointError
 
-__all__ = ["ControlClient"]
+__all__ = ["ControlClient", "Answer"]
 
 
 class ControlClient:
@@ -49,7 +49,7 @@ class ControlClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _send(self, method: str, url: str, body: Any = None, timeout_s: float | None = None) -> _Answer:
+    def fetch(self, method: str, url: str, body: Any = None, timeout_s: float | None = None) -> Answer:
         """One bounded exchange; raises httpx.HTTPError when there is no whole answer in time."""
         limit_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + limit_s
@@ -62,10 +62,10 @@ class ControlClient:
                 for chunk in response.iter_bytes():
                     data += chunk
                     if len(data) > self.max_bytes:
-                        raise _TooLarge(f"{url} answered more than {self.max_bytes} bytes")
+                        raise _Unbounded(f"{url} answered more than {self.max_bytes} bytes (limits.control_bytes)")
                     if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout(f"{url} did not finish its answer within {limit_s} s")
-                answer = _Answer(response.status_code, bytes(data).decode("utf-8", "replace"))
+                        raise _Unbounded(f"{url} did not finish its answer within {limit_s} s (timeouts.control_s)")
+                answer = Answer(response.status_code, bytes(data).decode("utf-8", "replace"))
         except httpx.HTTPError as exc:
             entry["error"] = str(exc)
             self._keep(entry)
@@ -82,7 +82,10 @@ class ControlClient:
         """GET {base}/models; raises EndpointError when unreachable or not OpenAI-shaped."""
         url = f"{self.base_url}/models"
         try:
-            response = self._send("GET", url)
+            response = self.fetch("GET", url)
+        except _Unbounded as exc:
+            raise EndpointError(f"{exc}; a model list is a few hundred bytes, sent at once: "
+                                "is endpoint.base_url an OpenAI-compatible server?") from exc
         except httpx.HTTPError as exc:
             raise EndpointError(
                 f"cannot reach {url}: {exc}. Is the server running, and is endpoint.base_url "
@@ -106,14 +109,14 @@ class ControlClient:
     def healthy(self) -> bool:
         """True when {root}/health answers 200 (False on any error)."""
         try:
-            return self._send("GET", f"{self.root_url}/health", timeout_s=2.0).status_code == 200
+            return self.fetch("GET", f"{self.root_url}/health", timeout_s=2.0).status_code == 200
         except httpx.HTTPError:
             return False
 
-    def request(self, method: str, path: str, body: Any = None) -> _Answer | None:
+    def request(self, method: str, path: str, body: Any = None) -> Answer | None:
         """{method} {root}{path}; None when unreachable, too slow or too large (a probe, never fatal)."""
         try:
-            return self._send(method, f"{self.root_url}{path}", body)
+            return self.fetch(method, f"{self.root_url}{path}", body)
         except httpx.HTTPError:
             return None
 
@@ -138,12 +141,12 @@ class ControlClient:
         return response.text if response is not None and response.status_code == 200 else None
 
 
-class _TooLarge(httpx.HTTPError):
-    """An answer over the control plane's size bound."""
+class _Unbounded(httpx.HTTPError):
+    """An answer that was still coming at the control plane's size or time bound."""
 
 
 @dataclass(frozen=True)
-class _Answer:
+class Answer:
     """A whole, bounded answer: status and body text."""
 
     status_code: int

@@ -32,9 +32,10 @@ import httptools
 from harness._errors import EndpointError
 from harness._sse import SSEParser
 
-__all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint"]
+__all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits"]
 
 _ERROR_BODY_LIMIT_BYTES = 4096
+_PARTIAL_EVENT_KEPT_BYTES = 64 << 10  # of an event cut off at a limit
 _now = time.perf_counter_ns
 
 
@@ -48,6 +49,18 @@ class Timeouts:
     first_byte_s: float | None = 120.0
     stall_s: float | None = 60.0
     total_s: float | None = 600.0
+
+
+@dataclass(frozen=True)
+class Limits:
+    """How much one response may send before it is cut off (the request then ends as a stream
+    error naming the limit): body bytes, bytes of one event (since the last blank line), events,
+    and header bytes. Checked once per read with C-level searches, not per byte."""
+
+    bytes_per_response: int = 128 << 20
+    bytes_per_event: int = 8 << 20
+    events_per_response: int = 2_000_000
+    header_bytes: int = 64 << 10
 
 
 @dataclass(frozen=True)
@@ -121,7 +134,8 @@ class Exchange:
 
 class _Connection(asyncio.Protocol):
     __slots__ = ("_pool", "_parser", "_transport", "exchange", "closed", "_t_ns", "_headers_done",
-                 "_chunked_or_length", "_sink", "_ok", "_read_ends", "_read_times")
+                 "_chunked_or_length", "_sink", "_ok", "_read_ends", "_read_times", "_limits", "_head_bytes",
+                 "_event_start", "_events")
 
     def __init__(self, pool: HttpClient) -> None:
         self._pool = pool
@@ -132,6 +146,10 @@ class _Connection(asyncio.Protocol):
         self._t_ns = 0
         self._headers_done = False
         self._chunked_or_length = False
+        self._limits = pool.limits
+        self._head_bytes = 0
+        self._event_start = 0  # sink offset after the last event boundary seen
+        self._events = 0
         self._sink = bytearray()  # where on_body appends: the SSE buffer of a 200 response
         self._ok = False
         self._read_ends: array[int] = array("q")
@@ -151,11 +169,17 @@ class _Connection(asyncio.Protocol):
             ex.first_byte_ns = t_ns
         ex.last_byte_ns = t_ns
         self._t_ns = t_ns
+        heading = not self._headers_done
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserError as exc:
             ex.fail(f"malformed HTTP response: {exc}")
             return
+        if heading and not self._headers_done:  # the parser buffers an unfinished header block
+            self._head_bytes += len(data)
+            if self._head_bytes > self._limits.header_bytes:
+                ex.fail(f"the response headers exceeded {self._limits.header_bytes} bytes")
+                return
         if self._ok:  # the SSE parser's per-read record, appended without a Python call
             self._read_times.append(t_ns)
             self._read_ends.append(len(self._sink))
@@ -198,9 +222,26 @@ class _Connection(asyncio.Protocol):
             self._sink = ex.error_body
 
     def on_body(self, body: bytes) -> None:
-        # Once per SSE event: one append. Read times are noted once per read, in data_received.
+        # Once per SSE event: one append and the limits. Read times are noted once per read, in
+        # data_received.
         if self._ok:
-            self._sink += body
+            sink = self._sink
+            sink += body
+            size = len(sink)
+            limits = self._limits
+            cut = body.rfind(b"\n\n")
+            if cut >= 0:
+                self._event_start = size - len(body) + cut + 2
+                self._events += body.count(b"\n\n")
+            elif (crlf := body.rfind(b"\r\n\r\n")) >= 0:
+                self._event_start = size - len(body) + crlf + 4
+                self._events += body.count(b"\r\n\r\n")
+            if size > limits.bytes_per_response:
+                self._cut_off(f"the response exceeded {limits.bytes_per_response} bytes")
+            elif size - self._event_start > limits.bytes_per_event:
+                self._cut_off(f"an event exceeded {limits.bytes_per_event} bytes")
+            elif self._events > limits.events_per_response:
+                self._cut_off(f"the response exceeded {limits.events_per_response} events")
         elif len(self._sink) < _ERROR_BODY_LIMIT_BYTES:
             self._sink += body[: _ERROR_BODY_LIMIT_BYTES - len(self._sink)]
 
@@ -210,6 +251,19 @@ class _Connection(asyncio.Protocol):
         self._finish(ex, self._t_ns)
 
     # -- helpers ----------------------------------------------------------------------------
+    def _cut_off(self, reason: str) -> None:
+        """End the exchange at a limit: what was received is kept, the connection dropped."""
+        ex = self.exchange
+        if ex is not None:
+            if self._ok:  # the read that crossed the limit, so its events are timed
+                # the unfinished event past the limit is kept only as a head, for the record
+                del self._sink[self._event_start + _PARTIAL_EVENT_KEPT_BYTES:]
+                self._read_times.append(self._t_ns)
+                self._read_ends.append(len(self._sink))
+            self._ok = False
+            self._sink = bytearray()  # the rest of this read is dropped, not appended past the last read
+            ex.fail(reason)
+
     def _finish(self, ex: Exchange, t_ns: int) -> None:
         ex.end_ns = t_ns
         keep = self._parser.should_keep_alive() and not self.closed
@@ -221,6 +275,7 @@ class _Connection(asyncio.Protocol):
         self._headers_done = False
         self._chunked_or_length = False
         self._ok = False
+        self._head_bytes = self._event_start = self._events = 0
         assert ex.done is not None
         if not ex.done.done():
             ex.done.set_result(None)
@@ -262,7 +317,7 @@ class HttpClient:
     **Parameters:** `endpoint`; `timeouts`; `max_idle` (idle connections kept, sized to the
     declared concurrency); `tick_s` (watchdog period); `extra_headers` (sent on every request,
     e.g. Authorization; held in memory only); `ca_file` (PEM bundle of CAs to trust for https,
-    on top of none: None means the system's).
+    on top of none: None means the system's); `limits` (how much one response may send).
     """
 
     def __init__(
@@ -273,9 +328,11 @@ class HttpClient:
         tick_s: float = 0.1,
         extra_headers: dict[str, str] | None = None,
         ca_file: str | None = None,
+        limits: Limits | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.timeouts = timeouts
+        self.limits = limits or Limits()
         self._max_idle = max(1, max_idle)
         self._tick_s = tick_s
         self._idle: deque[_Connection] = deque()

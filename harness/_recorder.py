@@ -5,7 +5,10 @@ file under `<name>.parts/`, off the event loop in a writer thread; `close()` joi
 into `<name>.parquet` (one row group per part) and removes them. A run killed before `close()`
 leaves `<name>.parts/`, which pandas, pyarrow and DuckDB read as one table
 (`pd.read_parquet("requests.parts")`), as does `passport.audit.load_table`; `join_parts`
-turns it into `<name>.parquet`. Parts are written uncompressed (no CPU spent on compression
+turns it into `<name>.parquet`. A part that cannot be written (a full disk) is removed, never
+left half-written; the first such error is kept in `error` and handed to `on_error` (from the
+writer thread) so that the run can stop at once, and `close()` then leaves the parts as they are
+instead of joining them (a join needs as much room again). Parts are written uncompressed (no CPU spent on compression
 while the run streams); the joined file is zstd-compressed.
 
 Schemas are public and versioned with the passport (`RAW_SCHEMA_VERSION`); see DESIGN.md
@@ -18,6 +21,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -34,7 +38,7 @@ __all__ = [
     "join_parts",
 ]
 
-RAW_SCHEMA_VERSION = 2  # 2: shape, session, turn, context and response-check columns
+RAW_SCHEMA_VERSION = 3  # 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -92,6 +96,9 @@ REQUESTS_SCHEMA = pa.schema(
         ("check_result", pa.string()),
         ("check_reason", pa.string()),
         ("reasoning_tokens_client", pa.int64()),
+        # raw schema 3: retries of rejected requests (load.on_reject)
+        ("attempt", pa.int32()),
+        ("retry_of", pa.int64()),
     ]
 )
 
@@ -124,12 +131,20 @@ def join_parts(folder: Path, name: str, schema: pa.Schema) -> Path:
     target = folder / f"{name}.parquet"
     parts = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
     tmp = target.with_suffix(".parquet.tmp")
-    with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-        for part in parts:
-            writer.write_table(pq.read_table(part, schema=schema))
-        if not parts:
-            writer.write_table(schema.empty_table())
-    tmp.replace(target)
+    try:
+        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
+            rows = 0
+            for part in parts:
+                table = pq.read_table(part, schema=schema)
+                if table.num_rows:  # part-000000, the empty table a parts folder starts with, adds no row group
+                    writer.write_table(table)
+                    rows += table.num_rows
+            if not rows:
+                writer.write_table(schema.empty_table())
+        tmp.replace(target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # the parts are untouched and still read as the table
+        raise
     if parts_dir.is_dir():
         shutil.rmtree(parts_dir)
     return target
@@ -158,7 +173,8 @@ def _warm_conversion(schema: pa.Schema, rows: int) -> None:
 class TableWriter:
     """Buffers rows (as column lists or whole Arrow batches) and flushes them as parts.
 
-    Not thread-safe for writers: call `append*` from one thread (the event loop).
+    Not thread-safe for writers: call `append*` from one thread (the event loop). `on_error(name,
+    error)` is called once, from the writer thread, when a part cannot be written.
     """
 
     def __init__(
@@ -169,6 +185,7 @@ class TableWriter:
         flush_rows: int = 512,
         flush_s: float = 2.0,
         executor: ThreadPoolExecutor | None = None,
+        on_error: Callable[[str, Exception], None] | None = None,
     ) -> None:
         self.folder = folder
         self.name = name
@@ -177,16 +194,21 @@ class TableWriter:
         self._flush_s = flush_s
         self._parts_dir = folder / f"{name}.parts"
         self._parts_dir.mkdir(parents=True, exist_ok=True)
+        # part 0 is the empty table: a parts folder always reads as a table, even when a full disk
+        # or a kill came before the first flush (raises OSError where the folder takes no write)
+        pq.write_table(schema.empty_table(), self._parts_dir / "part-000000.parquet", compression="none")
         self._columns: dict[str, list[Any]] = {f.name: [] for f in schema}
         self._batches: list[pa.RecordBatch] = []
         self._buffered = 0
         self._column_rows = 0
-        self._n_parts = 0
+        self._n_parts = 1
         self._last_flush = time.monotonic()
         self._own_executor = executor is None
         self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=f"write-{name}")
         self._pending: list[Future[None]] = []
         self._lock = threading.Lock()
+        self._on_error = on_error
+        self.error: Exception | None = None
         self.rows_written = 0
         _warm_conversion(schema, min(flush_rows, 256))
 
@@ -232,24 +254,41 @@ class TableWriter:
         self._n_parts += 1
         self._pending.append(self._executor.submit(self._write, table, path))
 
-    @staticmethod
-    def _write(table: pa.Table, path: Path) -> None:
+    def _write(self, table: pa.Table, path: Path) -> None:
+        """In the writer thread: one part, whole or absent; a failure is recorded, not raised."""
         # Parts are uncompressed: compressing costs CPU while the run streams, and close()
         # rewrites them compressed once the timing is over.
         tmp = path.with_suffix(".tmp")
-        pq.write_table(table, tmp, compression="none")
-        tmp.replace(path)  # a part is either whole or absent
+        try:
+            pq.write_table(table, tmp, compression="none")
+            tmp.replace(path)
+        except Exception as exc:
+            tmp.unlink(missing_ok=True)
+            with self._lock:
+                first = self.error is None
+                if first:
+                    self.error = exc
+            if first and self._on_error is not None:
+                self._on_error(self.name, exc)
 
     def sync(self) -> None:
-        """Flush and wait until every part handed to the writer thread is on disk."""
+        """Flush and wait until every part handed to the writer thread is on disk or failed
+        (a failure is in `error`; nothing is raised)."""
         self.flush()
         for future in self._pending:
             future.result()
         self._pending.clear()
 
-    def close(self) -> Path:
-        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`."""
+    def close(self) -> Path | None:
+        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`; None
+        (the parts left as they are, the reason in `error`) when a part or the join failed."""
         self.sync()
         if self._own_executor:
             self._executor.shutdown(wait=True)
-        return join_parts(self.folder, self.name, self.schema)
+        if self.error is not None:
+            return None
+        try:
+            return join_parts(self.folder, self.name, self.schema)
+        except OSError as exc:
+            self.error = exc
+            return None

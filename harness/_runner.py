@@ -4,8 +4,10 @@ It sees only the client (transport), the schedule, the prepared requests and the
 wait for absolute deadlines on the monotonic clock (never relative sleeps, so lag never
 accumulates), optionally capped in flight; closed loops run `concurrency` users back to back. Each
 finished exchange becomes one row of `requests.parquet` and its events rows of `chunks.parquet`.
-Nothing is retried (the one exception, a request a server dropped unanswered on a reused keep-alive
-connection, is re-sent by the transport and marked `resent`). After 20 connection failures in a row
+Nothing is retried unless `load.on_reject` declares it for rejections (429/503, see
+`RejectPolicy`: each attempt its own row, linked to the first by `retry_of`); a request a server
+dropped unanswered on a reused keep-alive connection is re-sent by the transport and marked
+`resent`. After 20 connection failures in a row
 the endpoint is taken as gone and the run stops (reason in `abort_reason`) instead of recording
 errors as fast as the loop spins. `stop` (Ctrl-C, SIGTERM) ends issuing at once, aborts what is in
 flight (recorded as `client_error`, "run interrupted") and returns normally, so the caller can close
@@ -37,6 +39,7 @@ from harness._checks import check_json, check_tool_call
 from harness._http import Exchange
 from harness._openai import CHUNK_KINDS, SUCCESS_OUTCOMES, Api, StreamSummary, judge
 from harness._recorder import CHUNKS_SCHEMA, TableWriter
+from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import LoadSpec, Schedule
 from harness._transport import Transport
 
@@ -50,6 +53,10 @@ _SPIN_NS = 1_000_000  # wake this early and yield-spin: uvloop timers have 1 ms 
 _RECORD_GUARD_NS = 3_000_000  # no record starts this close to an open-loop send
 _FLUSH_GUARD_NS = 15_000_000  # nor one that flushes a part
 _MAX_DEFERRED = 64
+# Bytes of finished answers waiting to be recorded before users wait for the recorder: an
+# endpoint answering faster than answers can be parsed (a flood cut at a limit every few ms)
+# must not grow the harness's memory without bound. Ordinary answers are kilobytes.
+_BACKLOG_BYTES = 64 << 20
 _KIND_DICTIONARY = pa.array(CHUNK_KINDS, pa.string())
 
 RecordText = str  # "full" | "hashes"
@@ -132,6 +139,8 @@ class _Done:
     ex: Exchange | None
     failure: str | None
     judged: tuple[StreamSummary | None, str, str | None] | None = None
+    attempt: int = 0
+    retry_of: int | None = None
 
 
 @dataclass
@@ -139,6 +148,12 @@ class _Counters:
     done: int = 0
     errors: int = 0
     next_id: int = 0
+
+
+def _held_bytes(done: _Done) -> int:
+    """Bytes of answer a finished attempt holds until it is recorded."""
+    ex = done.ex
+    return 0 if ex is None else ex.sse.received_bytes + len(ex.error_body)
 
 
 class Runner:
@@ -187,6 +202,8 @@ class Runner:
         # the loop: when many streams end together, arriving chunks wait for one record (about
         # 0.3 ms), never for the whole queue.
         self._backlog: deque[_Done] = deque()
+        self._backlog_bytes = 0
+        self._drained = asyncio.Event()
         self._next_send_ns: int | None = None  # the open loop's next deadline, while it waits for it
         self._sent = asyncio.Event()
         self._backlog_ready = asyncio.Event()
@@ -224,6 +241,19 @@ class Runner:
                 self._record_one(self._backlog.popleft())
                 await asyncio.sleep(0)  # let the loop read sockets between records
 
+    def _queue(self, done: _Done) -> None:
+        """Hand a finished attempt to the recorder task."""
+        self._backlog.append(done)
+        self._backlog_bytes += _held_bytes(done)
+        self._backlog_ready.set()
+
+    async def _wait_for_recorder(self) -> None:
+        """Backpressure: while more than _BACKLOG_BYTES of answers wait to be recorded, the
+        caller (a user about to send again) waits until the recorder is below it."""
+        while self._backlog_bytes > _BACKLOG_BYTES and not self._stop.is_set():
+            self._drained.clear()
+            await self._drained.wait()
+
     async def _clear_of_sends(self, need_ns: int) -> None:
         """Wait while the next open-loop send is due within `need_ns`, until it has gone: a record
         (about 1 ms; a part flush up to 10 ms, measured) must not run across a deadline. A backlog
@@ -237,11 +267,15 @@ class Runner:
             await self._sent.wait()
 
     def _record_one(self, done: _Done) -> None:
+        held = _held_bytes(done)
         try:
             self._record(done)
         except Exception as exc:  # a harness bug must not stop the run; it is recorded
             done.ex, done.failure = None, f"recording failed: {type(exc).__name__}: {exc}"
             self._record(done)
+        self._backlog_bytes -= held
+        if self._backlog_bytes <= _BACKLOG_BYTES:
+            self._drained.set()
 
     # -- one request (or one session, turn by turn) -------------------------------------------
     async def _one(
@@ -251,22 +285,15 @@ class Runner:
         while True:
             prepared = self._pool[index]
             turn = prepared.turn
-            rid = self._c.next_id
-            self._c.next_id += 1
-            ex: Exchange | None = None
-            failure: str | None = None
-            try:
-                request = turn.build(history) if turn is not None and history else prepared.request
-                ex = await self._client.exchange(request)
-                if ex.interrupted:
-                    failure = "run interrupted"
-            except Exception as exc:  # a harness bug must not stop the run; it is recorded
-                failure = f"{type(exc).__name__}: {exc}"
-            done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure)
-            if turn is not None and turn.next_index >= 0 and ex is not None and failure is None:
+            request = turn.build(history) if turn is not None and history else prepared.request
+            done = await self._attempts(rep, seq, phase, index, user, intended_ns, prepared, request)
+            if done is None:
+                return  # stopped while waiting to retry
+            ex = done.ex
+            if turn is not None and turn.next_index >= 0 and ex is not None and done.failure is None:
                 done.judged = judge(ex, self._api, prepared.max_tokens_is_target)  # the answer is needed now
-            self._backlog.append(done)
-            self._backlog_ready.set()
+            self._queue(done)
+            await self._wait_for_recorder()
             if turn is None or turn.next_index < 0 or done.judged is None or self._stop.is_set():
                 return
             summary, outcome, _ = done.judged
@@ -282,6 +309,36 @@ class Runner:
             if self._stop.is_set():
                 return
 
+    async def _attempts(self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int,
+                        prepared: PreparedRequest, request: bytes) -> _Done | None:
+        """Send one request, and again after each rejection the policy retries; every attempt
+        but the last is queued for recording here. The last attempt (None if stopped first)."""
+        attempt, first_rid = 0, None
+        while True:
+            rid = self._c.next_id
+            self._c.next_id += 1
+            ex: Exchange | None = None
+            failure: str | None = None
+            try:
+                ex = await self._client.exchange(request)
+                if ex.interrupted:
+                    failure = "run interrupted"
+            except Exception as exc:  # a harness bug must not stop the run; it is recorded
+                failure = f"{type(exc).__name__}: {exc}"
+            done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure, attempt=attempt,
+                         retry_of=first_rid)
+            rejected = ex is not None and failure is None and ex.status in (429, 503)
+            wait_s = self._load.on_reject.wait_s(ex.retry_after, attempt) if rejected and ex is not None else None
+            if wait_s is None or self._stop.is_set():
+                return done
+            self._queue(done)
+            first_rid = rid if first_rid is None else first_rid
+            attempt += 1
+            intended_ns = _now() + int(wait_s * 1e9)
+            await self._sleep_until(intended_ns)
+            if self._stop.is_set():
+                return None
+
     def _check(self, prepared: PreparedRequest, summary: StreamSummary) -> tuple[str | None, str]:
         expect = prepared.expect
         assert expect is not None
@@ -295,7 +352,8 @@ class Runner:
         row = self._planned_fields(done)
         context_tokens = self._session_fields(done, row)
         if ex is None or failure is not None:
-            row.update(outcome="client_error", error=failure, end_ns=_now() - self._t0)
+            row.update(outcome="client_error", error=None if failure is None else scrub(failure),
+                       end_ns=_now() - self._t0)
             if ex is not None:
                 row.update(sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns),
                            http_status=ex.status or None, n_chunks=len(ex.sse))
@@ -305,7 +363,7 @@ class Runner:
                 sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns), end_ns=self._rel(ex.end_ns),
                 connect_ns=ex.connect_ns if ex.new_connection else None, new_connection=ex.new_connection,
                 resent=ex.resent, http_status=ex.status or None, outcome=outcome, timeout_kind=ex.timeout_kind,
-                error=error, retry_after=ex.retry_after, n_chunks=len(ex.sse),
+                error=None if error is None else scrub(error), retry_after=ex.retry_after, n_chunks=len(ex.sse),
             )
             if summary is not None:
                 self._answer_fields(done, summary, outcome, context_tokens, row)
@@ -321,7 +379,8 @@ class Runner:
         """What was planned for the request, known before it was sent."""
         prepared = done.prepared
         row: dict[str, object] = {
-            "request_id": done.rid, "repetition": done.rep, "seq": done.seq, "phase": done.phase,
+            "request_id": done.rid, "attempt": done.attempt, "retry_of": done.retry_of,
+            "repetition": done.rep, "seq": done.seq, "phase": done.phase,
             "request_index": done.index, "user": done.user, "intended_ns": done.intended_ns - self._t0,
             "max_tokens": prepared.max_tokens, "max_tokens_is_target": prepared.max_tokens_is_target,
             "input_tokens_target": prepared.input_tokens_target, "input_tokens_client": prepared.input_tokens_client,
@@ -385,10 +444,10 @@ class Runner:
             row["check_result"] = category or "passed"
             row["check_reason"] = reason
         if self._full_text:
-            row["response_text"] = summary.content
-            row["reasoning_text"] = summary.reasoning or None
+            row["response_text"] = scrub(summary.content)
+            row["reasoning_text"] = scrub(summary.reasoning) if summary.reasoning else None
             if summary.tool_calls:
-                row["tool_calls"] = orjson.dumps(summary.tool_calls).decode()
+                row["tool_calls"] = scrub(orjson.dumps(summary.tool_calls).decode())
 
     def _count(self, row: dict[str, object], ex: Exchange | None, failure: str | None) -> None:
         """Progress counters, and the endpoint taken as gone after too many failed connects."""
@@ -411,7 +470,10 @@ class Runner:
         kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
         recv = sse.times_ns - self._t0
         events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else None
-        data = sse.data_column() if self._full_text else pa.nulls(n, pa.binary())
+        if self._full_text:
+            data = sse.data_column(scrub_bytes if has_secret(sse.body()) else None)
+        else:
+            data = pa.nulls(n, pa.binary())
         return pa.RecordBatch.from_arrays(
             [
                 pa.array(np.full(n, rid, dtype=np.int64)),

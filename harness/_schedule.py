@@ -14,6 +14,10 @@ Patterns:
 - `trace`: the arrival times an imported log recorded (`workload.source` with timestamps),
   relative to its first, divided by `time_scale` (2 = twice as fast).
 
+A rejection (HTTP 429 or 503) is recorded and, by default, never retried: the offered load stays
+the schedule's. `on_reject` declares otherwise (`RejectPolicy`); a retry is sent outside the
+schedule, by the slot or user that sent the first attempt.
+
 The warm-up is the first `warmup.requests` requests. The measurement window then runs for
 `measure.requests` requests or `measure.duration_s` seconds of intended arrivals (open loop) or
 of sending (closed loop); requests still in flight at its end are drained, not cut.
@@ -21,7 +25,9 @@ of sending (closed loop); requests still in flight at its end are drained, not c
 
 from __future__ import annotations
 
+import email.utils
 import math
+import time
 from dataclasses import dataclass
 from typing import Literal, Self
 
@@ -32,7 +38,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from harness._errors import ScheduleError
 from workloads import table_sha256
 
-__all__ = ["LoadSpec", "WarmupSpec", "MeasureSpec", "Schedule", "build_schedule", "SCHEDULE_SCHEMA"]
+__all__ = ["LoadSpec", "WarmupSpec", "MeasureSpec", "RejectPolicy", "Schedule", "build_schedule",
+           "SCHEDULE_SCHEMA"]
 
 Pattern = Literal["closed", "constant", "poisson", "gamma", "trace"]
 
@@ -48,19 +55,24 @@ SCHEDULE_SCHEMA = pa.schema(
 _CLOSED_POOL_DEFAULT = 512
 
 
+# The most requests one schedule holds: it and the request pool are built in memory before the
+# first request (about 2 KiB each with an 8-token prompt, more with longer ones).
+MAX_SCHEDULED = 10_000_000
+
+
 class WarmupSpec(BaseModel):
     """Requests sent before the measurement window and excluded from the results."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-    requests: int = Field(0, ge=0, description="Number of warm-up requests.")
+    requests: int = Field(0, ge=0, le=1_000_000, description="Number of warm-up requests.")
 
 
 class MeasureSpec(BaseModel):
     """The measurement window: a request count or a duration (exactly one)."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
-    duration_s: float | None = Field(None, gt=0, description="Window length in seconds.")
-    requests: int | None = Field(None, ge=1, description="Number of measured requests.")
+    duration_s: float | None = Field(None, gt=0, le=7 * 86400, description="Window length in seconds (a week at most).")
+    requests: int | None = Field(None, ge=1, le=MAX_SCHEDULED, description="Number of measured requests.")
 
     @model_validator(mode="after")
     def _one_of(self) -> Self:
@@ -69,22 +81,68 @@ class MeasureSpec(BaseModel):
         return self
 
 
+class RejectPolicy(BaseModel):
+    """What a rejection (HTTP 429 or 503) leads to. `none`: it is recorded and the request is not
+    sent again. `honour_retry_after`: the same request is sent again once the wait the server
+    asked for in Retry-After (seconds, or an HTTP date) has passed, or 1 s doubling per attempt
+    where it asked for none, never more than `max_wait_s`; at most `max_retries` times. Every
+    attempt is its own row of requests.parquet (`attempt`, `retry_of`: the first attempt's id)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    retry: Literal["none", "honour_retry_after"] = "none"
+    max_retries: int = Field(3, ge=1, le=100, description="Attempts after the first, at most.")
+    max_wait_s: float = Field(60.0, gt=0, le=3600, description="The longest wait before a retry.")
+
+    def wait_s(self, retry_after: str | None, attempt: int) -> float | None:
+        """Seconds to wait before attempt `attempt + 1` after a rejection; None: no retry."""
+        if self.retry == "none" or attempt >= self.max_retries:
+            return None
+        asked_s = _retry_after_s(retry_after)
+        return min(self.max_wait_s, float(2**attempt) if asked_s is None else asked_s)
+
+
+def _retry_after_s(value: str | None) -> float | None:
+    """A Retry-After header in seconds from now (RFC 9110: delay-seconds or an HTTP date)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 class LoadSpec(BaseModel):
     """HOW and WHEN requests are sent: arrival pattern, concurrency, window, repetitions."""
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     pattern: Pattern = Field(description="closed | constant | poisson | gamma | trace.")
-    rate_per_s: float | None = Field(None, gt=0, description="Open loop: mean arrivals per second.")
+    rate_per_s: float | None = Field(None, gt=0, le=1_000_000, description="Open loop: mean arrivals per second.")
     concurrency: int | None = Field(
-        None, ge=1, description="Closed loop: users. Open loop: optional cap on requests in flight."
+        None, ge=1, le=100_000, description="Closed loop: users. Open loop: optional cap on requests in flight."
     )
     burstiness: float = Field(1.0, gt=0, description="gamma: shape of the gaps (CV = 1/sqrt).")
     time_scale: float = Field(1.0, gt=0, description="trace: replay speed (2 = the log's gaps halved).")
     warmup: WarmupSpec = Field(default_factory=WarmupSpec)
     measure: MeasureSpec = Field(default_factory=lambda: MeasureSpec(duration_s=60.0))
-    repetitions: int = Field(1, ge=1, description="Times the schedule is replayed.")
+    repetitions: int = Field(1, ge=1, le=1000, description="Times the schedule is replayed.")
     seed: int = Field(0, description="Seed of the arrival process (and default workload seed).")
+    on_reject: RejectPolicy = Field(default_factory=RejectPolicy, description="Whether a 429/503 is sent again.")
+
+    @model_validator(mode="after")
+    def _size(self) -> Self:
+        if self.rate_per_s is not None and self.measure.duration_s is not None:
+            arrivals = self.rate_per_s * self.measure.duration_s
+            if arrivals > MAX_SCHEDULED:
+                raise ValueError(
+                    f"load.rate_per_s x load.measure.duration_s schedules {arrivals:,.0f} requests, built in memory "
+                    f"before the first is sent (about {arrivals * 2048 / 2**30:,.0f} GiB); at most "
+                    f"{MAX_SCHEDULED:,}: shorten the window or split the run")
+        return self
 
     @model_validator(mode="after")
     def _needs(self) -> Self:

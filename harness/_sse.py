@@ -20,6 +20,7 @@ without data, which are dropped, and an optional `event:` name. A lone CR as a l
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -121,9 +122,13 @@ class SSEParser:
             joined = joined[:-6] + b'"[DONE]"'
         return b"[" + joined + b"]"
 
-    def data_column(self) -> pa.Array:
-        """The payloads as an Arrow binary array (zero-copy from the body when possible)."""
+    def data_column(self, scrub: Callable[[bytes], bytes] | None = None) -> pa.Array:
+        """The payloads as an Arrow binary array (zero-copy from the body when possible); with
+        `scrub`, each payload passed through it (one Python step per event: the caller applies
+        it only to a stream that may hold a secret)."""
         self._ensure_split()
+        if scrub is not None:
+            return pa.array([scrub(p) for p in self.payloads], pa.binary())
         if self._ends is None:
             return pa.array(self.payloads, pa.binary())
         offsets = np.concatenate(([0], self._ends)).astype(np.int64)
@@ -138,6 +143,11 @@ class SSEParser:
     def data(self, index: int) -> bytes:
         """The data payload of event `index`."""
         return self.payloads[index]
+
+    def body(self) -> bytes:
+        """The whole body as received."""
+        self._ensure_split()
+        return self._frozen
 
     def leftover(self) -> bytes:
         """Bytes after the last complete event (non-empty means a cut-off event)."""

@@ -21,6 +21,7 @@ A failed scrape is a row (source `sampler`, name `scrape_failed:<source>`).
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -29,6 +30,7 @@ from typing import Any, Protocol
 import httpx
 
 from harness import engines
+from harness._control import ControlClient
 from harness._prom import samples
 from harness._recorder import TableWriter
 
@@ -58,6 +60,16 @@ class TelemetrySource(Protocol):
     def scrape(self) -> list[Row]: ...
 
 
+def _ok_text(client: ControlClient, url: str) -> str:
+    """The whole body of a 200 answer, within the client's time and size bounds; raises otherwise
+    (a failed scrape is counted by the sampler)."""
+    answer = client.fetch("GET", url)
+    if answer.status_code != 200:
+        raise httpx.HTTPStatusError(f"{url} answered {answer.status_code}", request=httpx.Request("GET", url),
+                                    response=httpx.Response(answer.status_code))
+    return answer.text
+
+
 def engine_series() -> dict[str, tuple[tuple[str, ...], str]]:
     """normalized name -> (every registered engine's metric names in preference order, how
     label sets combine)."""
@@ -83,16 +95,14 @@ class PrometheusSource:
     """An engine's (or a DCGM exporter's, `dcgm=True`) Prometheus text endpoint."""
 
     def __init__(self, url: str, timeout_s: float = 2.0, dcgm: bool = False, headers: dict[str, str] | None = None,
-                 transport: httpx.BaseTransport | None = None) -> None:
+                 transport: httpx.BaseTransport | None = None, max_bytes: int = 16 << 20) -> None:
         self.name = "dcgm" if dcgm else "metrics"
         self.url = url
         self._dcgm = dcgm
-        self._client = httpx.Client(timeout=timeout_s, headers=headers or {}, transport=transport)
+        self._client = ControlClient(url, headers, timeout_s=timeout_s, transport=transport, max_bytes=max_bytes)
 
     def scrape(self) -> list[Row]:
-        response = self._client.get(self.url)
-        response.raise_for_status()
-        parsed = samples(response.text)
+        parsed = samples(_ok_text(self._client, self.url))
         rows: list[Row] = [(self.name, s.key, s.value) for s in parsed]
         by_name: dict[str, list[float]] = {}
         for s in parsed:
@@ -115,14 +125,13 @@ class TrtllmJsonSource:
 
     name = "trtllm"
 
-    def __init__(self, url: str, timeout_s: float = 2.0, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(self, url: str, timeout_s: float = 2.0, transport: httpx.BaseTransport | None = None,
+                 max_bytes: int = 16 << 20) -> None:
         self.url = url
-        self._client = httpx.Client(timeout=timeout_s, transport=transport)
+        self._client = ControlClient(url, timeout_s=timeout_s, transport=transport, max_bytes=max_bytes)
 
     def scrape(self) -> list[Row]:
-        response = self._client.get(self.url)
-        response.raise_for_status()
-        stats = response.json()
+        stats = json.loads(_ok_text(self._client, self.url))
         rows: list[Row] = []
         for it in stats if isinstance(stats, list) else []:
             kv = it.get("kvCacheStats") or {}

@@ -17,7 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from passport._errors import PassportError, RunFolderError, SpecError
+    from passport._errors import OutputFolderError, PassportError, RunFolderError, SpecError
     from passport.model import SCHEMA_VERSION, Passport, RunSpec, load_spec, parse_spec, read_passport
     from passport.run import RunOutcome, execute
 
@@ -25,6 +25,7 @@ __all__ = [
     "Passport",
     "PassportError",
     "RunFolderError",
+    "OutputFolderError",
     "RunOutcome",
     "RunSpec",
     "SCHEMA_VERSION",
@@ -36,7 +37,8 @@ __all__ = [
 ]
 
 _HOME = {
-    "PassportError": "passport._errors", "RunFolderError": "passport._errors", "SpecError": "passport._errors",
+    "PassportError": "passport._errors", "RunFolderError": "passport._errors",
+    "OutputFolderError": "passport._errors", "SpecError": "passport._errors",
     "SCHEMA_VERSION": "passport.model", "Passport": "passport.model", "RunSpec": "passport.model",
     "load_spec": "passport.model", "parse_spec": "passport.model", "read_passport": "passport.model",
     "RunOutcome": "passport.run", "execute": "passport.run",

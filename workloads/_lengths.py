@@ -32,14 +32,14 @@ class LengthDist(BaseModel):
     dist: Literal["fixed", "uniform", "normal", "lognormal"] = Field(
         description="Shape of the distribution."
     )
-    value: int | None = Field(None, ge=1, description="fixed: the length in tokens.")
-    low: int | None = Field(None, ge=1, description="uniform: smallest length, inclusive.")
-    high: int | None = Field(None, ge=1, description="uniform: largest length, inclusive.")
-    mean: float | None = Field(None, gt=0, description="normal/lognormal: mean length in tokens.")
+    value: int | None = Field(None, ge=1, le=10_000_000, description="fixed: the length in tokens.")
+    low: int | None = Field(None, ge=1, le=10_000_000, description="uniform: smallest length, inclusive.")
+    high: int | None = Field(None, ge=1, le=10_000_000, description="uniform: largest length, inclusive.")
+    mean: float | None = Field(None, gt=0, le=10_000_000, description="normal/lognormal: mean length in tokens.")
     std: float | None = Field(None, ge=0, description="normal: standard deviation in tokens.")
     sigma: float | None = Field(None, ge=0, description="lognormal: standard deviation of log length.")
-    min: int = Field(1, ge=1, description="Clamp: no draw is shorter.")
-    max: int | None = Field(None, ge=1, description="Clamp: no draw is longer (None: no clamp).")
+    min: int = Field(1, ge=1, le=10_000_000, description="Clamp: no draw is shorter.")
+    max: int | None = Field(None, ge=1, le=10_000_000, description="Clamp: no draw is longer (None: no clamp).")
 
     @model_validator(mode="after")
     def _check_parameters(self) -> Self:

@@ -183,7 +183,7 @@ class WorkloadSpec(BaseModel):
         default_factory=lambda: LengthDist(dist="fixed", value=128),
         description="Output budget in tokens, sent as max_tokens (and enforced where supported).",
     )
-    requests: int | None = Field(None, ge=1, description="Pool size; None: derived from the load.")
+    requests: int | None = Field(None, ge=1, le=10_000_000, description="Pool size; None: derived from the load.")
     seed: int | None = Field(None, description="Workload seed; None: load.seed.")
     text: Literal["words", "corpus"] = Field(
         "words", description="words: seeded random English words; corpus: natural text from the bundled corpus.")

@@ -47,4 +47,13 @@ def load_yaml(data: bytes, source: str) -> Any:
     try:
         return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
-        raise ValueError(f"{source} is not valid YAML: {exc}") from None
+        raise ValueError(f"{source} is not valid YAML: {_where_and_what(exc)}") from None
+
+
+def _where_and_what(exc: yaml.YAMLError) -> str:
+    """PyYAML's message on one line: `line L, column C: problem`, without its quoted snippet."""
+    if not isinstance(exc, yaml.MarkedYAMLError):
+        return str(exc)
+    mark = exc.problem_mark or exc.context_mark
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + "; ".join(part for part in (exc.context, exc.problem) if part)

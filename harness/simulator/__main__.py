@@ -23,6 +23,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--model", default="sim-model")
     parser.add_argument("--max-concurrency", type=int, default=None, help="reject (429) beyond this many streams")
+    parser.add_argument("--retry-after-s", type=int, default=1, help="the Retry-After of a rejection, in seconds")
     parser.add_argument("--script", help="YAML file of scripted replies (see harness/simulator/_script.py)")
     parser.add_argument("--forget-history", action="store_true", help="scripted recall ignores earlier turns")
     parser.add_argument("--garble-above", type=int, default=None, metavar="N",
@@ -41,19 +42,21 @@ def main() -> None:
     parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND:EVERY",
         help="every EVERY-th request gets KIND: disconnect, malformed, stall, error_event, "
-             "http500, reject (repeatable)",
+             "http500, reject, flood, huge_event, echo_auth, huge_headers (repeatable)",
     )
+    parser.add_argument("--huge-event-mib", type=int, default=32, help="size of a huge_event fault's event")
+    parser.add_argument("--endless-path", metavar="PATH", help="answer GET PATH with a body that never ends")
     args = parser.parse_args()
     faults = {kind: int(every) for kind, every in (f.split(":") for f in args.fault)}
     config = SimConfig(
         ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, ttft_jitter_ms=args.ttft_jitter_ms,
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
-        max_concurrency=args.max_concurrency, faults=faults,
+        max_concurrency=args.max_concurrency, retry_after_s=args.retry_after_s, faults=faults,
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
         drop_reused=args.drop_reused, slots=args.slots,
         script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
-        ignore_formats=args.ignore_formats,
+        ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
     )
     context = None
     if args.tls_cert:

@@ -21,7 +21,8 @@ from harness.simulator._script import Reply, scripted_reply
 
 __all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
 
-FaultKind = Literal["disconnect", "malformed", "stall", "error_event", "http500", "reject"]
+FaultKind = Literal["disconnect", "malformed", "stall", "error_event", "http500", "reject", "flood", "huge_event",
+                    "echo_auth", "huge_headers"]
 _now = time.perf_counter_ns
 
 
@@ -43,7 +44,11 @@ class SimConfig:
     in vLLM's metric names (so the sampler's normalization is tested end to end): requests
     running and waiting, KV usage = running / slots, token counters; `metrics_delay_s` makes
     it slow. Structured-output and tool requests get a minimal valid answer (see `_formats.py`)
-    unless `ignore_formats`. POST /tokenize (llama.cpp's `content` or vLLM's `prompt`) counts
+    unless `ignore_formats`. Hostile faults: `flood` (body bytes without a line end, forever),
+    `huge_event` (one event of `huge_event_mib` MiB), `echo_auth` (401 quoting the request's
+    Authorization header), `huge_headers` (a 200 whose header block never ends); `endless_path`:
+    a GET of that path answers with a body that never ends.
+    POST /tokenize (llama.cpp's `content` or vLLM's `prompt`) counts
     whitespace-separated words, as prompt_tokens does; an image part (a PNG data URL) counts one
     token per 28x28 patch of the size its header declares (as vision encoders charge), so a test
     can tell that the image arrived whole.
@@ -69,6 +74,8 @@ class SimConfig:
     garble_above: int | None = None
     metrics_delay_s: float = 0.0
     ignore_formats: bool = False
+    huge_event_mib: int = 32
+    endless_path: str | None = None
 
 
 class _State:
@@ -176,6 +183,7 @@ class _SimProtocol(asyncio.Protocol):
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.body = bytearray()
+        self.authorization = ""
         self.closed = False
         self.served = 0
         self.queue: asyncio.Queue[tuple[bytes, bytes, bytes, int]] = asyncio.Queue()
@@ -196,6 +204,10 @@ class _SimProtocol(asyncio.Protocol):
 
     def on_url(self, url: bytes) -> None:
         self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"authorization":
+            self.authorization = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self.body += body
@@ -224,7 +236,9 @@ class _SimProtocol(asyncio.Protocol):
         while True:
             method, url, body, recv_ns = await self.queue.get()
             path = url.split(b"?")[0]
-            if method == b"GET" and path in (b"/health", b"/v1/health"):
+            if method == b"GET" and path.decode() == self.state.config.endless_path:
+                await self._trickle()
+            elif method == b"GET" and path in (b"/health", b"/v1/health"):
                 self._write_simple(200, b'{"status":"ok"}')
             elif method == b"GET" and path == b"/metrics":
                 if self.state.config.metrics_delay_s:
@@ -269,6 +283,16 @@ class _SimProtocol(asyncio.Protocol):
         if fault == "http500":
             self._write_simple(500, b'{"error":{"message":"simulated failure","code":500}}')
             return
+        if fault == "huge_headers":  # header lines, and more, never a blank line
+            assert self.transport is not None
+            self.transport.write(b"HTTP/1.1 200 OK\r\n")
+            while not self.closed:
+                await self._pour(b"X-Padding: " + b"p" * 8000 + b"\r\n", framed=False)
+            return
+        if fault == "echo_auth":  # a careless gateway that quotes the request back
+            self._write_simple(401, orjson.dumps({"error": {"message": f"bad key in Authorization: "
+                                                                       f"{self.authorization}", "code": 401}}))
+            return
         answer = self._answer(req, chat, state.count, fault, recv_ns)
         state.prompt_tokens += answer.prompt_tokens
         if state.slots is not None:
@@ -306,9 +330,40 @@ class _SimProtocol(asyncio.Protocol):
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
         return _Answer(chat, f"sim-{n}", n_tokens, finish, reply, prompt_tokens, include_usage, fault, recv_ns)
 
+    async def _pour(self, data: bytes, framed: bool = True) -> None:
+        """Write `data` (as a body chunk unless not `framed`), waiting while the client's socket is full."""
+        assert self.transport is not None
+        if self.transport.is_closing():
+            self.closed = True
+            return
+        self.transport.write(_chunk(data) if framed else data)
+        await asyncio.sleep(0)  # always yield, so a hang-up (connection_lost) is seen
+        while self.transport.get_write_buffer_size() > 1 << 20 and not self.closed:
+            await asyncio.sleep(0.001)
+
+    async def _trickle(self) -> None:
+        """An answer whose body never ends: headers at once, then 1 KiB every 10 ms (100 KiB/s)."""
+        assert self.transport is not None
+        self.transport.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+        self.transport.write(_chunk(b'{"data": ['))
+        while not self.closed:
+            await asyncio.sleep(0.01)
+            await self._pour(b" " * 1024)
+
     async def _fault(self, fault: str) -> bool:
         """Play a fault at its chunk; True when the stream ends there."""
         assert self.transport is not None
+        if fault == "flood":  # bytes without a line end, until the client hangs up
+            block = b"x" * 65536
+            while not self.closed:
+                await self._pour(block)
+            return True
+        if fault == "huge_event":  # one event far larger than any engine sends, then the stream goes on
+            await self._pour(b'data: {"choices": [{"index": 0, "delta": {"content": "')
+            for _ in range(self.state.config.huge_event_mib):
+                await self._pour(b"y" * (1 << 20))
+            await self._pour(b'"}, "finish_reason": null}]}\n\n')
+            return self.closed
         if fault == "disconnect":
             self.transport.close()
             return True

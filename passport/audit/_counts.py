@@ -1,6 +1,7 @@
 """Counts kept apart for the validity section (measured requests only): successes, each failure
 class, timeouts by kind, truncations, short outputs, schema and tool failures of checked
-answers; and the offered against the achieved request rate. numpy and pyarrow only."""
+answers, rejected attempts a retry replaced (`retries`, runs with raw schema 3); and the offered
+against the achieved request rate. numpy and pyarrow only."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pyarrow as pa
 
 from passport.audit._canaries import CANARY_COUNT_NAMES
-from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
 
 __all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates"]
 
@@ -19,13 +20,19 @@ OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stre
 _TIMEOUT_KINDS = ("connect", "first_byte", "stall", "total")
 COUNT_NAMES = (("measured", "succeeded", "rejections", "truncations", "short_outputs", "http_errors",
                 "stream_errors", "client_errors") + tuple(f"timeouts_{k}" for k in _TIMEOUT_KINDS)
-               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES)
+               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES + ("retries",))
+
+
+def _in_window(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
+    """Rows of the measure phase, leaving out repetitions discarded by a pre-registered rule."""
+    phase = object_column(requests, "phase")
+    kept: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
+    return kept
 
 
 def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
-    """Rows of measured requests, leaving out repetitions discarded by a pre-registered rule."""
-    phase = object_column(requests, "phase")
-    measured: np.ndarray = (phase == "measure") & ~np.isin(numeric_column(requests, "repetition"), list(discarded))
+    """Measured requests: in the window, each by its last attempt (see `superseded`)."""
+    measured: np.ndarray = _in_window(requests, discarded) & ~superseded(requests)
     return measured
 
 
@@ -59,6 +66,8 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[st
         asked = m & (asked_kind == check_kind)
         counts[name] = int((asked & (checked == category)).sum()) if asked.any() else None
     counts["wrong_answers"] = None
+    if "retry_of" in requests.column_names:  # raw schema 3: attempts a retry replaced
+        counts["retries"] = int((_in_window(requests, discarded) & superseded(requests)).sum())
     return counts
 
 

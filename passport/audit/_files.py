@@ -58,10 +58,17 @@ def content_sha256(passport: Mapping[str, Any]) -> str:
 
 
 def file_entries(folder: Path, reports: bool = False) -> dict[str, FileFacts]:
-    """sha256, size and (for Parquet) row count of each raw file present in the run folder, and
-    with `reports` of report.md, report.html and plots/*.png."""
+    """sha256, size and (for Parquet) row count of each raw file present in the run folder (the
+    parts of a table a full disk kept from being joined, where the table is absent), and with
+    `reports` of report.md, report.html and plots/*.png."""
     folder = Path(folder)
-    names = list(RAW_FILES)
+    names = []
+    for name in RAW_FILES:
+        parts = folder / name.replace(".parquet", ".parts")
+        if name.endswith(".parquet") and not (folder / name).is_file() and parts.is_dir():
+            names += [f"{parts.name}/{p.name}" for p in sorted(parts.glob("part-*.parquet"))]
+        else:
+            names.append(name)
     if reports:
         names += [*REPORT_FILES, *(f"plots/{p.name}" for p in sorted((folder / "plots").glob("*.png")))]
     entries: dict[str, FileFacts] = {}

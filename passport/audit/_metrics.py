@@ -105,6 +105,22 @@ def numeric_column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def superseded(requests: pa.Table) -> np.ndarray:
+    """Rows a retry replaced (`load.on_reject`): every attempt of a retried request but its
+    last. A request counts once, by its last attempt; the attempts before it are counted as
+    `retries`. All False for runs before raw schema 3 (no retries)."""
+    n = requests.num_rows
+    if "retry_of" not in requests.column_names or n == 0:
+        return np.zeros(n, dtype=bool)
+    first = numeric_column(requests, "retry_of")
+    chain = np.where(np.isnan(first), numeric_column(requests, "request_id"), first)
+    attempt = np.nan_to_num(numeric_column(requests, "attempt"))
+    order = np.lexsort((attempt, chain))
+    replaced = np.zeros(n, dtype=bool)
+    replaced[order[:-1]] = chain[order[:-1]] == chain[order[1:]]  # a later attempt of the same request follows
+    return replaced
+
+
 def object_column(table: pa.Table, name: str) -> np.ndarray:
     """A column as a numpy object array (strings, booleans; None for null), for comparisons."""
     return np.array(table.column(name).to_pylist(), dtype=object)

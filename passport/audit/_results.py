@@ -35,6 +35,7 @@ from passport.audit._metrics import (
     object_column,
     request_latencies,
     stat,
+    superseded,
 )
 from passport.audit._server_stats import server_summary
 from passport.audit._slo import requests_meeting, target_results
@@ -127,7 +128,7 @@ def read_run(run_dir: Path) -> RunData:
     discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
                                                          gaps, load_table(run_dir, "canaries")))
     discarded = [d["repetition"] for d in discard["discarded"]]
-    measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded)
+    measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded) & ~superseded(requests)
     return RunData(requests, telemetry, declared, latencies, gaps, request_ids, rep, success, measured, discard)
 
 

@@ -31,18 +31,17 @@ def add(sub: Any, epilog: str) -> None:
 def main(args: argparse.Namespace) -> ExitCode:
     import json
 
-    from harness import ControlClient
     from passport.model import parse_spec
-    from passport.run import auth_headers, collect_host, complete_identity, model_of, probe_endpoint
+    from passport.run import access, auth_headers, collect_host, complete_identity, model_of, probe_endpoint
 
     spec = parse_spec({"endpoint": {"base_url": args.url, "model": args.model, "api": args.api,
                                     "api_key_env": args.api_key_env},
                        "load": {"pattern": "closed", "concurrency": 1}}, "probe")
-    headers = auth_headers(spec)
-    with ControlClient(args.url, headers) as control:
+    way = access(spec, args.url, auth_headers(spec))
+    with way.control() as control:
         cards = control.models()
-        model = model_of(spec, cards, args.url)
-        fields = complete_identity(probe_endpoint(control, cards, model, args.url, args.api), {})
+        model = model_of(spec, cards, way.base_url)
+        fields = complete_identity(probe_endpoint(control, cards, model, way.base_url, args.api), {})
     fields.update(collect_host())
     if args.json:
         print(json.dumps({k: v.model_dump() for k, v in sorted(fields.items())}, indent=2))

@@ -33,9 +33,14 @@ def main(args: argparse.Namespace) -> ExitCode:
     with Printer(args.quiet) as printer:
         outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
     if outcome.passport.verdict == "INCOMPLETE":
-        kept = outcome.passport.files.get("requests.parquet")
+        kept = sum(entry.rows or 0 for name, entry in outcome.passport.files.items() if name.startswith("requests."))
         printer.status(f"{outcome.passport.verdict}: {outcome.passport.validity.incomplete_reason}; "
-                       f"{kept.rows if kept else 0} requests recorded and kept")
+                       f"{kept} requests recorded and kept")
+    if outcome.fallback is not None:
+        printer.status(f"the run folder {outcome.folder} took no more writes: passport.json was written to "
+                       f"{outcome.fallback} instead (no report); the raw files stay in the run folder")
+        print(f"passport: {outcome.fallback / 'passport.json'}")
+        return ExitCode.of_verdict(outcome.passport.verdict)
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):

@@ -83,17 +83,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.Namespace) -> ExitCode:
-    from harness import EngineLaunchError, HarnessError
+    from harness import EngineLaunchError, HarnessError, scrub
     from passport._errors import PassportError
     from workloads import WorkloadError
 
     try:
         return handler(args)
     except EngineLaunchError as exc:
-        print(f"ERROR: the engine did not start: {exc}", file=sys.stderr)
+        print(f"ERROR: the engine did not start: {scrub(str(exc))}", file=sys.stderr)
         return ExitCode.USAGE
     except (PassportError, HarnessError, WorkloadError) as exc:
-        print(f"ERROR: {exc}", file=sys.stderr)
+        print(f"ERROR: {scrub(str(exc))}", file=sys.stderr)
         return ExitCode.USAGE
     except KeyboardInterrupt:
         print("ERROR: interrupted before anything was timed; nothing was measured", file=sys.stderr)

@@ -90,7 +90,9 @@ class Printer:
         return bar
 
     def status(self, message: str) -> None:
-        print(f"passport: {message}", file=sys.stderr, flush=True)
+        from harness import scrub
+
+        print(f"passport: {scrub(message)}", file=sys.stderr, flush=True)
 
     def kwargs(self) -> dict[str, Any]:
         return {} if self.quiet else {"progress": self.progress, "status": self.status}

@@ -83,6 +83,13 @@ class Comparison:
         return all(name in self.allowed for name in self.differences)
 
 
+def _reject_policy(load: dict[str, Any]) -> dict[str, Any]:
+    """The declared rejection policy; never retrying (the default) whatever its other fields, as
+    in passports from before the policy existed."""
+    policy: dict[str, Any] = load.get("on_reject") or {"retry": "none"}
+    return policy if policy.get("retry") != "none" else {"retry": "none"}
+
+
 def invariant_values(p: Passport) -> dict[str, Any]:
     """The value of each comparability invariant for one passport."""
     ident = {k: v.value for k, v in p.identity.items()}
@@ -93,7 +100,8 @@ def invariant_values(p: Passport) -> dict[str, Any]:
         "precision": {k: ident.get(k) for k in ("model.quantization", "model.dtype", "engine.kv_cache_dtype")},
         "decoding": {k: v for k, v in p.protocol.request_params.items() if k not in _CACHE_FIELDS},
         "workload": p.protocol.workload.sha256,
-        "load": {"schedule": p.protocol.schedule.sha256, "pattern": p.protocol.schedule.pattern},
+        "load": {"schedule": p.protocol.schedule.sha256, "pattern": p.protocol.schedule.pattern,
+                 "on_reject": _reject_policy(load)},
         "window": {"warmup": load["warmup"], "measure": load["measure"], "repetitions": load["repetitions"]},
     }
 

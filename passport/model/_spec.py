@@ -10,16 +10,18 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 from typing import Any, Literal, Self
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness import LoadSpec
+from harness import Limits, LoadSpec, scrub
 from passport._errors import SpecError
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
 from workloads import WorkloadSpec, load_yaml
 
-__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "SweepSpec",
+__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "LimitsSpec",
+           "SweepSpec",
            "load_spec", "parse_spec"]
 
 
@@ -31,6 +33,23 @@ class EndpointSpec(_Strict):
     """The OpenAI-compatible endpoint under test."""
 
     base_url: str | None = Field(None, description="e.g. http://127.0.0.1:8080/v1; None: from engine.launch.")
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("must look like http://HOST:PORT/v1 (http or https, with a host)")
+        try:
+            port = parts.port  # urllib checks the range only when asked
+        except ValueError:
+            port = 0
+        if port == 0:
+            raise ValueError("its port must be a number from 1 to 65535")
+        return value
+
     api: Literal["chat", "completions"] = Field("chat", description="chat | completions.")
     model: str = Field("auto", description="Model id; auto = the first id from /v1/models.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
@@ -77,10 +96,25 @@ class ValiditySpec(_Strict):
 class TimeoutSpec(_Strict):
     """Per-request limits in seconds (null: none)."""
 
-    connect_s: float | None = Field(10.0, gt=0)
-    first_byte_s: float | None = Field(300.0, gt=0)
-    stall_s: float | None = Field(60.0, gt=0)
-    total_s: float | None = Field(900.0, gt=0)
+    connect_s: float | None = Field(10.0, gt=0, le=86400)
+    first_byte_s: float | None = Field(300.0, gt=0, le=86400)
+    stall_s: float | None = Field(60.0, gt=0, le=86400)
+    total_s: float | None = Field(900.0, gt=0, le=86400)
+    control_s: float = Field(10.0, gt=0, le=600, description="Whole-answer limit of each control-plane call "
+                                                             "(probes, /metrics, /tokenize, cache resets).")
+
+
+class LimitsSpec(_Strict):
+    """How much one answer may send before it is cut off (`stream_error`), so a hostile endpoint
+    cannot exhaust the harness's memory (at worst concurrency x bytes_per_response); the defaults
+    are harness.Limits', far above what an engine sends (a 100,000-token answer is 25-60 MB of
+    events, by engine)."""
+
+    bytes_per_response: int = Field(Limits.bytes_per_response, ge=1 << 10, le=1 << 34)
+    bytes_per_event: int = Field(Limits.bytes_per_event, ge=1 << 10, le=1 << 32)
+    events_per_response: int = Field(Limits.events_per_response, ge=10, le=1 << 32)
+    header_bytes: int = Field(Limits.header_bytes, ge=1 << 10, le=1 << 26)
+    control_bytes: int = Field(16 << 20, ge=1 << 10, le=1 << 32, description="Per control-plane answer.")
 
 
 class TelemetrySpec(_Strict):
@@ -168,6 +202,7 @@ class RunSpec(_Strict):
         default_factory=list, description="Pre-registered discard rules per repetition (see passport.audit).")
     validity: ValiditySpec = Field(default_factory=ValiditySpec)
     timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
+    limits: LimitsSpec = Field(default_factory=LimitsSpec)
     record_text: Literal["full", "hashes"] = "full"
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
@@ -229,7 +264,7 @@ def _format_errors(exc: ValidationError, source: str) -> str:
         else:
             message = error["msg"].removeprefix("Value error, ")
             got = error.get("input")
-            shown = "" if isinstance(got, dict) else f" (got {got!r})"
+            shown = "" if isinstance(got, dict) else f" (got {scrub(repr(got))})"
             lines.append(f"  {where}: {message}{shown}")
     return f"invalid spec {source}:\n" + "\n".join(lines)
 

@@ -252,6 +252,11 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
         f"overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
     ]
+    retry = load.get("on_reject", {}).get("retry", "none")
+    if retry != "none":  # the default (never retried) goes unsaid, as in passports before it existed
+        policy = load["on_reject"]
+        items.insert(1, f"rejections (429/503): {retry}, at most {policy['max_retries']} retries, each after at most "
+                        f"{policy['max_wait_s']:g} s ({p.validity.counts.get('retries', 0)} attempts retried)")
     w = pr.workload
     if w.shapes:
         items.append(f"traffic: {w.entries} entries; " + ", ".join(f"{k} {v}" for k, v in w.shapes.items())

@@ -7,7 +7,7 @@ for every figure and `passport.report` for the reports. It never prints (callbac
 
 from passport.run._canary_only import CanaryOutcome, run_canary_command
 from passport.run._collect import collect_host
-from passport.run._endpoint import auth_headers, engine_launcher, model_of
+from passport.run._endpoint import Access, access, auth_headers, engine_launcher, model_of
 from passport.run._execute import RunOutcome, execute
 from passport.run._identity import DECLARED_ALIASES, STANDARD_FIELDS, complete_identity, probe_endpoint
 from passport.run._plan import plan_workload, request_params, resolve_tokenizer
@@ -19,6 +19,8 @@ from passport.run._stages import ProgressFactory, Say
 from passport.run._sweep import run_sweep
 
 __all__ = [
+    "Access",
+    "access",
     "DECLARED_ALIASES",
     "STANDARD_FIELDS",
     "CanaryOutcome",

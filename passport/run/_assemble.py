@@ -10,8 +10,10 @@ raw files, seals the passport with its content hash and writes passport.json las
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
+from harness import scrub_json
 from passport.audit import (
     METRICS,
     RunState,
@@ -39,7 +41,8 @@ from passport.report import run_report_blocks, write_reports
 from passport.run._plan import salt_of, shape_counts
 from passport.run._stages import Identified, Opened, Planned, Prepared
 
-__all__ = ["DRAFT_FILE", "draft_passport", "write_draft", "finalize", "write_passport", "cycle_note"]
+__all__ = ["DRAFT_FILE", "draft_passport", "write_draft", "finalize", "write_passport", "write_fallback",
+           "fallback_folder", "cycle_note"]
 
 DRAFT_FILE = "passport.draft.json"
 
@@ -68,7 +71,8 @@ def draft_passport(run: Opened, found: Identified, planned: Planned, prepared: P
     """Identity and protocol as they stand before the timed phase."""
     spec, request_set, schedule, suite = run.spec, planned.request_set, planned.schedule, run.suite
     protocol = Protocol(
-        spec=run.raw_spec, effective=spec.model_dump(mode="json"), overrides=run.overrides,
+        spec=scrub_json(run.raw_spec), effective=scrub_json(spec.model_dump(mode="json")),
+        overrides=[o.model_copy(update={"value": scrub_json(o.value)}) for o in run.overrides],
         workload=WorkloadInfo(
             sha256=request_set.sha256, n_requests=len(request_set), seed=request_set.seed,
             tokenizer=request_set.tokenizer_source, tokenizer_sha256=request_set.tokenizer_sha256,
@@ -127,19 +131,42 @@ def finalize(folder: Path, draft: PassportDraft, state: RunState, finished_utc: 
     )
 
 
-def write_passport(folder: Path, passport: Passport, reports: bool = True) -> Passport:
+def write_passport(folder: Path, passport: Passport, reports: bool = True, to: Path | None = None) -> Passport:
     """Write the reports (unless `reports` is False), then passport.json listing them with the
-    raw files and sealed with its content hash; returns the passport as written."""
+    raw files and sealed with its content hash; returns the passport as written. `to`: write
+    passport.json there instead (a fallback), keeping the folder's draft for `passport recover`."""
     if reports:
         write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
     files = {name: FileEntry.model_validate(entry) for name, entry in file_entries(folder, reports=reports).items()}
     sealed = passport.model_copy(update={"files": files, "content_sha256": None})
     sealed = sealed.model_copy(update={"content_sha256": content_sha256(sealed.json_dict())})
-    path = folder / "passport.json"
+    path = (to or folder) / "passport.json"
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(sealed.model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(sealed.model_dump_json(indent=2) + "\n")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     draft = folder / DRAFT_FILE
-    if draft.is_file():
+    if to is None and draft.is_file():
         draft.unlink()
     return sealed
+
+
+def fallback_folder(folder: Path) -> Path:
+    """Where the passport goes when its run folder takes no more writes: the system's temporary
+    directory, under passport-fallback/<run folder name>/."""
+    return Path(tempfile.gettempdir()) / "passport-fallback" / folder.name
+
+
+def write_fallback(folder: Path, passport: Passport, error: OSError) -> tuple[Passport, Path]:
+    """passport.json (without reports) in `fallback_folder`, saying why; raises OSError if even
+    that cannot be written. Returns the passport and where it went."""
+    target = fallback_folder(folder)
+    target.mkdir(parents=True, exist_ok=True)
+    why = (f"the passport could not be written to {folder} ({error.strerror or error}) and was written to "
+           f"{target}; free space and run `passport recover {folder}` to write it beside its raw files")
+    reason = passport.validity.incomplete_reason
+    validity = passport.validity.model_copy(update={"incomplete_reason": f"{reason}; {why}" if reason else why})
+    return write_passport(folder, passport.model_copy(update={"validity": validity}), reports=False, to=target), target

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from canaries import CanaryError, CaseResult, Suite, load_suite, run_case, run_suite, write_results
-from harness import Api, Endpoint, HttpClient, ProgressSink, Timeouts
+from canaries import CanaryError, CaseResult, Suite, load_suite, require_sandbox, run_case, run_suite, write_results
+from harness import Api, HttpClient, ProgressSink
 from passport._errors import SpecError
 from passport.audit import CANARIES_FILE, canary_figures
 from passport.model import CanaryInfo
+from passport.run._endpoint import Access
 
 __all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
 
@@ -25,16 +26,17 @@ __all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
 def load_declared_suite(name: str) -> Suite:
     """The spec's `canaries` suite (a bundled name or a path); a SpecError if it cannot be used."""
     try:
-        return load_suite(name)
+        suite = load_suite(name)
+        require_sandbox(suite)
+        return suite
     except CanaryError as exc:
         raise SpecError(f"canaries: {exc}") from None
 
 
-def run_canaries(suite: Suite, base_url: str, headers: dict[str, str], ca_file: str | None, timeouts: Timeouts,
-                 model: str, api: Api, t0_ns: int, on_case: Callable[[CaseResult], None] | None = None,
-                 engine: str | None = None) -> list[CaseResult]:
+def run_canaries(suite: Suite, way: Access, model: str, api: Api, t0_ns: int,
+                 on_case: Callable[[CaseResult], None] | None = None, engine: str | None = None) -> list[CaseResult]:
     """Run the suite against the endpoint, one case at a time, on a connection of its own."""
-    client = HttpClient(Endpoint.parse(base_url), timeouts, max_idle=1, extra_headers=headers, ca_file=ca_file)
+    client = way.streams(max_idle=1)
 
     async def go() -> list[CaseResult]:
         await client.start()

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from canaries import CaseResult, Suite, record_suite
-from harness import ControlClient, EngineLauncher, Timeouts, engines
+from harness import EngineLauncher, engines
 from passport.audit import CANARIES_FILE
 from passport.model import CanaryInfo, RunSpec
 from passport.run._canaries import canary_info, load_declared_suite, run_canaries
-from passport.run._endpoint import auth_headers, engine_launcher, model_of
+from passport.run._endpoint import access, auth_headers, engine_launcher, model_of
 
 __all__ = ["CanaryOutcome", "run_canary_command"]
 
@@ -47,17 +47,15 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
             launcher = engine_launcher(spec, folder / "engine.log")
             say(f"starting the engine: {' '.join(launcher.command)}")
             launcher.start()
-        base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
-        assert base_url is not None
-        with ControlClient(base_url, headers, ca_file=spec.endpoint.ca_file) as control:
+        declared_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+        assert declared_url is not None
+        way = access(spec, declared_url, headers)
+        with way.control() as control:
             cards = control.models()
-            model = model_of(spec, cards, base_url)
+            model = model_of(spec, cards, way.base_url)
         engine = next((engines.engine_of_card(c) for c in cards if c.get("id") == model), None)
-        t = spec.timeouts
-        results = run_canaries(suite, base_url, headers, spec.endpoint.ca_file,
-                               Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), model, spec.endpoint.api,
-                               time.perf_counter_ns(), on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"),
-                               engine=engine)
+        results = run_canaries(suite, way, model, spec.endpoint.api, time.perf_counter_ns(),
+                               on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"), engine=engine)
     finally:
         if launcher is not None:
             launcher.stop()

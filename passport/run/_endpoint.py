@@ -1,28 +1,89 @@
-"""Reaching the endpoint under test: its API key header, its model id, and a launcher for the
-engine a spec declares. Shared by `run`, `sweep` and `canary`."""
+"""Reaching the endpoint under test: its credentials (never stored), its model id, a launcher for
+the engine a spec declares, and `Access`, the one way every part of a run opens a connection to
+it, so the spec's timeouts, limits and headers apply to each. Shared by run, sweep, canary, probe."""
 
 from __future__ import annotations
 
+import base64
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import Endpoint, EndpointError, EngineLauncher
+from harness import (
+    ControlClient,
+    Endpoint,
+    EndpointError,
+    EngineLauncher,
+    HttpClient,
+    Limits,
+    Timeouts,
+    register_secret,
+    strip_userinfo,
+)
 from passport._errors import SpecError
 from passport.model import RunSpec
 
-__all__ = ["auth_headers", "model_of", "engine_launcher"]
+__all__ = ["Access", "access", "auth_headers", "model_of", "engine_launcher"]
 
 
 def auth_headers(spec: RunSpec) -> dict[str, str]:
-    """The Authorization header from `endpoint.api_key_env` (the key itself is never stored)."""
-    if not spec.endpoint.api_key_env:
-        return {}
-    key = os.environ.get(spec.endpoint.api_key_env)
-    if not key:
-        raise SpecError(f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
-                        f"export {spec.endpoint.api_key_env}=<your key> and run again")
-    return {"Authorization": f"Bearer {key}"}
+    """The Authorization header: a Bearer key from `endpoint.api_key_env`, else Basic from
+    credentials in the base URL (`user:key@host`). Each secret is registered for scrubbing."""
+    if spec.endpoint.api_key_env:
+        key = os.environ.get(spec.endpoint.api_key_env)
+        if not key:
+            raise SpecError(f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
+                            f"export {spec.endpoint.api_key_env}=<your key> and run again")
+        register_secret(key)
+        return {"Authorization": f"Bearer {key}"}
+    if spec.endpoint.base_url:
+        _, user, password = strip_userinfo(spec.endpoint.base_url)
+        if user is not None:
+            token = base64.b64encode(f"{user}:{password or ''}".encode()).decode()
+            for secret in (token, password, f"{user}:{password}"):
+                register_secret(secret)
+            return {"Authorization": f"Basic {token}"}
+    return {}
+
+
+@dataclass(frozen=True)
+class Access:
+    """How a run reaches the endpoint: its URL without credentials, the headers that carry them,
+    the CA file, and the spec's timeouts and limits for streams and control-plane calls."""
+
+    base_url: str
+    headers: dict[str, str]
+    ca_file: str | None
+    timeouts: Timeouts
+    limits: Limits
+    control_s: float
+    control_bytes: int
+
+    def control(self, record: list[dict[str, Any]] | None = None) -> ControlClient:
+        """A control-plane client (probes, /metrics, /tokenize, cache resets), bounded in time and size."""
+        return ControlClient(self.base_url, self.headers, timeout_s=self.control_s, ca_file=self.ca_file,
+                             record=record, max_bytes=self.control_bytes)
+
+    @property
+    def scrape(self) -> dict[str, Any]:
+        """Bounds of one telemetry scrape: `control_bytes`, and `control_s` but at most 2 s (a
+        scrape is taken every `telemetry.interval_s`, and one still running skips the next)."""
+        return {"timeout_s": min(self.control_s, 2.0), "max_bytes": self.control_bytes}
+
+    def streams(self, max_idle: int) -> HttpClient:
+        """A streaming client for timed requests or canaries, with the spec's timeouts and limits."""
+        return HttpClient(Endpoint.parse(self.base_url), self.timeouts, max_idle=max_idle, extra_headers=self.headers,
+                          ca_file=self.ca_file, limits=self.limits)
+
+
+def access(spec: RunSpec, base_url: str, headers: dict[str, str]) -> Access:
+    """The spec's way to the endpoint at `base_url` (its credentials, if any, moved to `headers`)."""
+    t, lim = spec.timeouts, spec.limits
+    return Access(strip_userinfo(base_url)[0], headers, spec.endpoint.ca_file,
+                  Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
+                  Limits(lim.bytes_per_response, lim.bytes_per_event, lim.events_per_response, lim.header_bytes),
+                  t.control_s, lim.control_bytes)
 
 
 def model_of(spec: RunSpec, cards: list[dict[str, Any]], base_url: str) -> str:

@@ -27,19 +27,26 @@ from harness import (
     RAW_SCHEMA_VERSION,
     REQUESTS_SCHEMA,
     TELEMETRY_SCHEMA,
-    ControlClient,
-    Endpoint,
     EngineLauncher,
     HttpClient,
     PreparedRequest,
-    Timeouts,
+    scrub_file,
 )
+from passport._errors import OutputFolderError
 from passport.audit import RunState, sha256_file
 from passport.model import CanaryInfo, Override, Passport, RunSpec
-from passport.run._assemble import cycle_note, draft_passport, finalize, write_draft, write_passport
+from passport.run._assemble import (
+    cycle_note,
+    draft_passport,
+    finalize,
+    write_draft,
+    write_fallback,
+    write_passport,
+)
 from passport.run._canaries import UnderLoad, canary_info, load_declared_suite, run_canaries
 from passport.run._collect import collect_harness, collect_host, collect_launcher
-from passport.run._endpoint import auth_headers, engine_launcher, model_of
+from passport.run._disk import check_room, make_run_folder, need_bytes
+from passport.run._endpoint import access, auth_headers, engine_launcher, model_of
 from passport.run._identity import complete_identity, probe_endpoint
 from passport.run._interrupts import Interrupts
 from passport.run._plan import (
@@ -67,11 +74,13 @@ __all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_can
 @dataclass(frozen=True)
 class RunOutcome:
     """Where the run went and its passport (the CLI turns its verdict into an exit code);
-    `interrupts`: Ctrl-C or SIGTERM received while the passport was being written."""
+    `interrupts`: Ctrl-C or SIGTERM received while the passport was being written; `fallback`:
+    where passport.json went when the run folder took no more writes."""
 
     folder: Path
     passport: Passport
     interrupts: int = 0
+    fallback: Path | None = None
 
 
 def _silent(_message: str) -> None:
@@ -80,25 +89,28 @@ def _silent(_message: str) -> None:
 
 def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override], out_root: Path,
              force: bool) -> Opened:
-    """Check what can be checked without the endpoint, then create the run folder."""
+    """Check what can be checked without the endpoint, then create the run folder (and prove it
+    takes a write: an unusable --out is an input error before anything is sent)."""
     suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
     headers = auth_headers(spec)
     run_id = uuid.uuid4().hex[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
     started_utc, run_start_ns = utc_now(), time.perf_counter_ns()
-    folder.mkdir(parents=True, exist_ok=False)
+    make_run_folder(folder)
     return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force)
 
 
 def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identified:
     """Probe the endpoint, merge what the launcher and the spec say, load the tokenizer."""
     spec = run.spec
-    base_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
-    assert base_url is not None
+    declared_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
+    assert declared_url is not None
+    way = access(spec, declared_url, run.headers)
+    base_url = way.base_url
     say(f"probing {base_url}")
     exchanges: list[dict[str, Any]] = []
-    with ControlClient(base_url, run.headers, ca_file=spec.endpoint.ca_file, record=exchanges) as control:
+    with way.control(record=exchanges) as control:
         cards = control.models()
         model_id = model_of(spec, cards, base_url)
         identity = probe_endpoint(control, cards, model_id, base_url, spec.endpoint.api)
@@ -117,7 +129,7 @@ def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identifi
             model_sha = sha256_file(Path(model_path))
         identity.update(collect_launcher(launcher, model_path, model_sha))
     identity.update(collect_host())
-    return Identified(base_url, model_id, engine, complete_identity(identity, spec.identity), tokenizer, tok_note)
+    return Identified(base_url, model_id, engine, complete_identity(identity, spec.identity), tokenizer, tok_note, way)
 
 
 def plan(run: Opened, found: Identified, say: Say) -> Planned:
@@ -126,12 +138,12 @@ def plan(run: Opened, found: Identified, say: Say) -> Planned:
     say("materializing the workload and the schedule")
     schedule, request_set = plan_workload(spec, found.tokenizer)
     entries = entry_rows(request_set.table)
+    check_room(run.folder, *need_bytes(schedule, request_set, entries, spec.load.repetitions,
+                                       spec.record_text == "full"))
     n_offered = write_schedule(run.folder, schedule, request_set, entries, spec.record_text == "full")
     params, max_tokens_is_target = request_params(spec, found.engine)
-    t = spec.timeouts
     declared = declare(run.folder, spec, found.identity, request_set)
-    return Planned(schedule, request_set, entries, n_offered, params, max_tokens_is_target,
-                   Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s), declared,
+    return Planned(schedule, request_set, entries, n_offered, params, max_tokens_is_target, declared,
                    time.perf_counter_ns(), utc_now())
 
 
@@ -141,8 +153,7 @@ def gate_on_canaries(run: Opened, found: Identified, planned: Planned, say: Say)
     if suite is None:
         return Gate(CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none"), None, True)
     say(f"canaries: suite {suite.suite!r}, {len(suite.cases)} cases, one at a time")
-    results = run_canaries(suite, found.base_url, run.headers, run.spec.endpoint.ca_file, planned.timeouts,
-                           found.model_id, run.spec.endpoint.api, planned.t0_ns,
+    results = run_canaries(suite, found.access, found.model_id, run.spec.endpoint.api, planned.t0_ns,
                            on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"),
                            engine=found.engine)
     info = canary_info(suite, results, run.force, run.folder)
@@ -168,17 +179,16 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     server's tokenizer check."""
     spec = run.spec
     params = dict(planned.params)
-    with ControlClient(found.base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+    with found.access.control() as control:
         prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, found.engine, control, run.run_id, params)
-        sources, telemetry_info = choose_sources(spec, found.engine, control, run.headers)
+        sources, telemetry_info = choose_sources(spec, found.engine, control, found.access)
     say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
-    client = HttpClient(Endpoint.parse(found.base_url), planned.timeouts, max_idle=spec.load.concurrency or 64,
-                        extra_headers=run.headers, ca_file=spec.endpoint.ca_file)
+    client = found.access.streams(max_idle=spec.load.concurrency or 64)
     pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
                                        planned.max_tokens_is_target, salt_of(spec, run.run_id))
     check = None
     if planned.request_set.exact_lengths:
-        with ControlClient(found.base_url, run.headers, ca_file=spec.endpoint.ca_file) as control:
+        with found.access.control() as control:
             first = [(int(planned.entries[k]), p.prompt, p.input_tokens_client)
                      for k, p in enumerate(pool[int(e)] for e in planned.entries[:N_CHECKED])]
             check = tokenizer_check(control, found.engine, found.model_id, first)
@@ -208,9 +218,8 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
     say(f"timed phase: {spec.load} x {spec.load.repetitions}")
     under_load = None
     if run.suite is not None and spec.canary_share > 0:
-        under_load = UnderLoad(run.suite, HttpClient(ready.client.endpoint, planned.timeouts, max_idle=1,
-                                                     extra_headers=run.headers, ca_file=spec.endpoint.ca_file),
-                               found.model_id, spec.endpoint.api, planned.t0_ns, spec.canary_share, sink, found.engine)
+        under_load = UnderLoad(run.suite, found.access.streams(max_idle=1), found.model_id, spec.endpoint.api,
+                               planned.t0_ns, spec.canary_share, sink, found.engine)
     timed = run_timed_phase(TimedInputs(
         spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
         run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources))
@@ -221,8 +230,10 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
 
 
 def _stop_engine(launcher: EngineLauncher | None, owns_engine: bool) -> None:
+    """Stop a launched engine this run owns, and mask any secret its log printed."""
     if launcher is not None and owns_engine:
         launcher.stop()
+        scrub_file(launcher.log_path)
 
 
 def execute(
@@ -262,9 +273,11 @@ def execute(
             ready = prepare(run, found, planned, say)
             draft = draft_passport(run, found, planned, ready.prepared, harness, launcher is not None)
             write_draft(run.folder, draft)
-    except BaseException:
+    except BaseException as exc:
         _stop_engine(launcher, owns_engine)
-        if run.folder.is_dir() and not any(run.folder.iterdir()):
+        # nothing was measured: a folder holding nothing, or only the probes of a run refused for
+        # want of room, goes
+        if run.folder.is_dir() and (isinstance(exc, OutputFolderError) or not any(run.folder.iterdir())):
             shutil.rmtree(run.folder)
         raise
     with Interrupts(say) as interrupts:
@@ -279,8 +292,12 @@ def execute(
         pool_cycles = max((r.pool_cycles for r in timed.repetitions), default=0)
         passport = finalize(run.folder, draft, state, utc_now(),
                             cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles))
-        passport = write_passport(run.folder, passport)
-    return RunOutcome(run.folder, passport, interrupts.count)
+        fallback = None
+        try:
+            passport = write_passport(run.folder, passport)
+        except OSError as exc:
+            passport, fallback = write_fallback(run.folder, passport, exc)
+    return RunOutcome(run.folder, passport, interrupts.count, fallback)
 
 
 def _timed_or_interrupted(run: Opened, found: Identified, planned: Planned, gate: Gate, ready: _Ready,

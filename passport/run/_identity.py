@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import ControlClient, engines
+from harness import ControlClient, engines, scrub_json
 from passport.model import SourcedValue
 
 __all__ = ["STANDARD_FIELDS", "DECLARED_ALIASES", "probe_endpoint", "complete_identity"]
@@ -33,7 +33,7 @@ def probe_endpoint(control: ControlClient, cards: list[dict[str, Any]], model_id
                    api: str = "chat") -> dict[str, SourcedValue]:
     """Every identity and capacity field the endpoint can tell, each marked `probed`."""
     found = engines.probe_identity(control, cards, model_id, base_url, api)
-    return {key: SourcedValue(value=value, source="probed", via=via) for key, (value, via) in found.items()}
+    return {key: SourcedValue(value=scrub_json(value), source="probed", via=via) for key, (value, via) in found.items()}
 
 
 def complete_identity(probed: dict[str, SourcedValue], declared: dict[str, Any]) -> dict[str, SourcedValue]:

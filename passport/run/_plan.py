@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import Schedule, build_schedule, engines
+from harness import Schedule, build_schedule, engines, scrub_json
 from passport.audit import DECLARED_FILE, write_declared
 from passport.model import DeclaredInfo, RunSpec, SourcedValue
 from workloads import LoadedTokenizer, RequestSet, entry_rows, materialize
@@ -128,7 +128,7 @@ def declare(folder: Path, spec: RunSpec, identity: dict[str, SourcedValue], requ
     probed = identity.get("capacity.context_per_sequence")
     capacity = probed.value if probed is not None and isinstance(probed.value, int) else None
     source = f"{probed.source}: {probed.via}" if capacity is not None and probed is not None else None
-    sha, written_utc = write_declared(folder, spec.model_dump(mode="json"), capacity, source,
+    sha, written_utc = write_declared(folder, scrub_json(spec.model_dump(mode="json")), capacity, source,
                                       context_needed(request_set))
     return DeclaredInfo(file=DECLARED_FILE, sha256=sha, written_utc=written_utc,
                         context_tokens_per_sequence=capacity, capacity_source=source)

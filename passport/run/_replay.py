@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from harness import ControlClient, engines
+from harness import ControlClient, engines, scrub_json
 from passport.audit import canonical_json
 from passport.model import Passport
 
@@ -28,7 +28,7 @@ PROBES_FILE = "probes.jsonl"
 def write_probes(folder: Path, base_url: str, model_id: str, api: str, exchanges: list[dict[str, Any]]) -> None:
     """probes.jsonl: a first line naming the endpoint, then one exchange per line."""
     lines = [json.dumps({"base_url": base_url, "model": model_id, "api": api})]
-    lines += [json.dumps(e, ensure_ascii=False) for e in exchanges]
+    lines += [json.dumps(scrub_json(e), ensure_ascii=False) for e in exchanges]
     (folder / PROBES_FILE).write_text("\n".join(lines) + "\n")
 
 

@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from canaries import CaseResult, Suite
-from harness import ProgressSink, RepetitionResult, Schedule, Timeouts
+from harness import ProgressSink, RepetitionResult, Schedule
 from passport.model import CanaryInfo, DeclaredInfo, Override, RunSpec, SourcedValue
+from passport.run._endpoint import Access
 from workloads import LoadedTokenizer, RequestSet
 
 __all__ = ["Opened", "Identified", "Planned", "Gate", "Prepared", "Timed", "Say", "ProgressFactory"]
@@ -43,7 +44,8 @@ class Opened:
 
 @dataclass(frozen=True)
 class Identified:
-    """What the endpoint is: its URL and model, the engine, every identity field, the tokenizer."""
+    """What the endpoint is: its URL (without credentials) and model, the engine, every identity
+    field, the tokenizer, and the way every later stage reaches it."""
 
     base_url: str
     model_id: str
@@ -51,6 +53,7 @@ class Identified:
     identity: dict[str, SourcedValue]
     tokenizer: LoadedTokenizer
     tokenizer_note: str | None
+    access: Access
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,6 @@ class Planned:
     n_offered: int
     params: dict[str, Any]
     max_tokens_is_target: bool
-    timeouts: Timeouts
     declared: DeclaredInfo
     t0_ns: int
     t0_utc: str

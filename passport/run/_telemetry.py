@@ -12,6 +12,7 @@ from typing import Any
 
 from harness import ControlClient, NvmlSource, PrometheusSource, TrtllmJsonSource, engines, nvml_devices, samples
 from passport.model import RunSpec
+from passport.run._endpoint import Access
 
 __all__ = ["choose_sources"]
 
@@ -27,7 +28,7 @@ def _answers_prometheus(control: ControlClient, path: str) -> bool:
 
 
 def _engine_sources(found: engines.EngineProfile | None, engine: str | None, control: ControlClient,
-                    headers: dict[str, str]) -> tuple[list[Any], list[str], list[str]]:
+                    way: Access) -> tuple[list[Any], list[str], list[str]]:
     """The engine's own metrics endpoints, as its profile names them: (sources, used, notes)."""
     root = control.root_url
     if found is None or (found.prometheus_path is None and found.json_metrics_path is None):
@@ -35,11 +36,11 @@ def _engine_sources(found: engines.EngineProfile | None, engine: str | None, con
     sources: list[Any] = []
     used: list[str] = []
     if found.json_metrics_path is not None:
-        sources.append(TrtllmJsonSource(f"{root}{found.json_metrics_path}"))
+        sources.append(TrtllmJsonSource(f"{root}{found.json_metrics_path}", **way.scrape))
         used.append(f"trtllm json {root}{found.json_metrics_path}")
     path = found.prometheus_path
     if path is not None and _answers_prometheus(control, path):
-        sources.append(PrometheusSource(f"{root}{path}", headers=headers))
+        sources.append(PrometheusSource(f"{root}{path}", headers=way.headers, **way.scrape))
         used.append(f"prometheus {root}{path}")
     elif path is not None and not sources:
         hint = f" ({found.metrics_hint})" if found.metrics_hint else ""
@@ -48,7 +49,7 @@ def _engine_sources(found: engines.EngineProfile | None, engine: str | None, con
 
 
 def choose_sources(spec: RunSpec, engine: str | None, control: ControlClient,
-                   headers: dict[str, str]) -> tuple[list[Any], dict[str, Any]]:
+                   way: Access) -> tuple[list[Any], dict[str, Any]]:
     """(sources to sample, the protocol's record of them)."""
     t = spec.telemetry
     sources: list[Any] = []
@@ -57,12 +58,12 @@ def choose_sources(spec: RunSpec, engine: str | None, control: ControlClient,
     if t.metrics == "off":
         notes.append("engine metrics: off in the spec")
     elif t.metrics != "auto":
-        sources.append(PrometheusSource(t.metrics, headers=headers))
+        sources.append(PrometheusSource(t.metrics, headers=way.headers, **way.scrape))
         used.append(f"prometheus {t.metrics}")
     else:
-        sources, used, notes = _engine_sources(engines.profile(engine), engine, control, headers)
+        sources, used, notes = _engine_sources(engines.profile(engine), engine, control, way)
     if t.dcgm_url:
-        sources.append(PrometheusSource(t.dcgm_url, dcgm=True))
+        sources.append(PrometheusSource(t.dcgm_url, dcgm=True, **way.scrape))
         used.append(f"dcgm {t.dcgm_url}")
     gpus = nvml_devices() if t.nvml == "auto" else []
     if gpus:

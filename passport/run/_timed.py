@@ -2,8 +2,10 @@
 launched engine's watcher and (with `canary_share`) canaries under load run beside it.
 
 Ctrl-C and SIGTERM end issuing at once; what is in flight is recorded as interrupted and the
-phase returns normally with the reason, so the caller writes a passport marked INCOMPLETE. The
-writers are closed on every path, so every record written so far stays readable.
+phase returns normally with the reason, so the caller writes a passport marked INCOMPLETE. So
+does a raw log that cannot be written (a full disk): measuring on without recording would lose
+what the passport is for. The writers are closed on every path, so every record written so far
+stays readable.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import gc
 import signal
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +37,7 @@ from harness import (
     TelemetrySampler,
     Transport,
 )
+from passport._errors import OutputFolderError
 from passport.model import RunSpec
 from passport.run._canaries import UnderLoad
 from workloads import LoadedTokenizer
@@ -153,6 +156,22 @@ def _on_signals(stop: asyncio.Event, reasons: list[str]) -> list[signal.Signals]
     return installed
 
 
+def _on_write_error(stop: asyncio.Event, reasons: list[str]) -> Callable[[str, Exception], None]:
+    """A writer's failure (called from its thread) ends issuing, with the reason first in line."""
+    loop = asyncio.get_running_loop()
+
+    def failed(name: str, error: Exception) -> None:
+        reasons.append(f"{_write_failure(name, error)}; the run stopped at once")
+        with contextlib.suppress(RuntimeError):  # the loop may be closing already
+            loop.call_soon_threadsafe(stop.set)
+
+    return failed
+
+
+def _write_failure(name: str, error: Exception) -> str:
+    return f"writing {name} failed ({error}); every part written before is kept in {name}.parts/"
+
+
 async def _send(inputs: TimedInputs, runner: Runner) -> list[RepetitionResult]:
     client = inputs.client
     await client.start()
@@ -170,9 +189,15 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
     stop = asyncio.Event()
     reasons: list[str] = []
     installed = _on_signals(stop, reasons)
-    requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
-    chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
-    telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
+    failed = _on_write_error(stop, reasons)
+    try:
+        requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256, on_error=failed)
+        chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed)
+        telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0,
+                                  on_error=failed)
+    except OSError as exc:
+        raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc}); nothing was timed: free space "
+                                "or pass --out elsewhere") from None
     count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer.exact else None
     runner = Runner(inputs.client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, requests_w, chunks_w,
                     t0_ns, stop, record_text=spec.record_text,
@@ -209,7 +234,9 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
         for sig in installed:
             loop.remove_signal_handler(sig)
         for writer in (requests_w, chunks_w, telemetry_w):
-            writer.close()
+            said = any(f"writing {writer.name} " in r for r in reasons)
+            if writer.close() is None and writer.error is not None and not said:
+                reasons.append(_write_failure(writer.name, writer.error))  # joining the parts failed
     return TimedOutcome(results, reasons[0] if reasons else None)
 
 

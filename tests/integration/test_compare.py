@@ -47,12 +47,15 @@ def test_a_known_ttft_difference_is_significant_and_identical_engines_are_not(
     # Ground truth is the script: TTFT 30 or 45 ms (5 ms jitter), ITL 3 ms for all; the identical
     # pair differs in nothing, the slow one by +15 ms TTFT and e2e, and its throughput falls to
     # 51/66 (-23 %) of the base's
-    assert set(same_rows.values()) <= {"no significant difference", "too few samples for p99 (need 368, have 40)",
-                                       "too few samples for p99 (need 368, have 280)"}, same_rows
+    # A difference under the 10 % minimum effect may be real on a loaded machine (the loop's own
+    # scheduling shifts a chunk by tens of microseconds) but is never called a change
+    unchanged = {"no significant difference", "no meaningful difference (< 10%)"}
+    assert set(same_rows.values()) <= unchanged | {"too few samples for p99 (need 368, have 40)",
+                                                   "too few samples for p99 (need 368, have 280)"}, same_rows
     assert slow_rows["ttft.any.p50"] == "slower" and slow_rows["ttft.content.p50"] == "slower"
     assert slow_rows["e2e.p50"] == "slower"
-    assert slow_rows["itl.chunk.p50"] == slow_rows["tpot.p50"] == "no significant difference"
-    assert slow_rows["throughput.requests_per_s.mean"] in ("lower", "no significant difference")
+    assert slow_rows["itl.chunk.p50"] in unchanged and slow_rows["tpot.p50"] in unchanged
+    assert slow_rows["throughput.requests_per_s.mean"] in {"lower"} | unchanged
     assert result.stdout.rstrip().endswith("Result: COMPARABLE")
 
 

@@ -17,6 +17,7 @@ import pytest
 
 from passport.audit import load_table
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, closed_port, only_run_dir, run_cli
+from tests.faults import fault
 
 WriteSpec = Callable[..., Path]
 SMALL = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
@@ -42,6 +43,11 @@ def _expected_faults(faults: dict[str, int], n: int) -> dict[str, int]:
     return counts
 
 
+@fault("the server drops the connection mid-stream",
+       "`stream_error` (\"server closed the connection after N events\"); the run goes on")
+@fault("HTTP 429 with Retry-After, HTTP 500",
+       "`rejected` (Retry-After kept) and `http_error`, counted apart; the run goes on")
+@fault("a malformed SSE event, an error event mid-stream", "`stream_error` naming it; the run goes on")
 def test_each_fault_lands_in_its_outcome_class_and_the_run_goes_on(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -75,6 +81,7 @@ def test_each_fault_lands_in_its_outcome_class_and_the_run_goes_on(
     assert passport["results"]["metrics_failure_inclusive"]["ttft.any"]["n_failed"] == sum(expected.values())
 
 
+@fault("a stream that stops sending", "`timeout` (kind `stall`) at `timeouts.stall_s`, not at the end of the stall")
 def test_stalled_stream_is_a_stall_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
     url = simulator("--ttft-ms", "5", "--itl-ms", "1", "--fault", "stall:2", "--stall-s", "3")
     spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 4}},
@@ -87,6 +94,8 @@ def test_stalled_stream_is_a_stall_timeout(simulator: SimFactory, write_spec: Wr
     assert ((stalled.end_ns - stalled.first_byte_ns) / 1e9 < 2.0).all()  # cut at ~0.3 s, not after the 3 s stall
 
 
+@fault("an unreachable endpoint",
+       "exit 2 before any timing: \"cannot reach URL ... Is the server running\"; no run folder content")
 def test_unreachable_endpoint_fails_before_timing_and_writes_nothing(write_spec: WriteSpec, tmp_path: Path) -> None:
     spec = write_spec(_spec(f"http://127.0.0.1:{closed_port()}/v1", {"pattern": "closed", "concurrency": 1}))
     result = run_cli("run", str(spec), "--out", str(tmp_path / "out"))
@@ -122,6 +131,7 @@ def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spe
                                                   "source": "--api-key-env"}]
 
 
+@fault("`api_key_env` names an unset variable", "exit 2: \"export NAME=<your key>\"")
 def test_missing_api_key_variable_is_a_clear_error(write_spec: WriteSpec, tmp_path: Path) -> None:
     spec = write_spec(_spec("http://127.0.0.1:9/v1", {"pattern": "closed", "concurrency": 1}))
     env = {k: v for k, v in os.environ.items() if k != "NOT_SET_KEY"}
@@ -148,12 +158,14 @@ def _wait_for_rows(out: Path, timeout_s: float = 20.0) -> Path:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         runs = [p for p in out.iterdir()] if out.exists() else []
-        if runs and list((runs[0] / "requests.parts").glob("part-*.parquet")):
+        # part-000000 is the empty table every parts folder starts with
+        if runs and list((runs[0] / "requests.parts").glob("part-*.parquet"))[1:]:
             return runs[0]
         time.sleep(0.1)
     raise AssertionError("no rows were flushed")
 
 
+@fault("Ctrl-C during the timed phase", "in-flight requests recorded as interrupted, an INCOMPLETE passport, exit 1")
 def test_ctrl_c_flushes_files_and_writes_an_incomplete_passport(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -170,6 +182,8 @@ def test_ctrl_c_flushes_files_and_writes_an_incomplete_passport(
     assert run_cli("verify", str(run)).returncode == 0
 
 
+@fault("the harness killed (SIGKILL, OOM)",
+       "every flushed `*.parts/part-*.parquet` reads; `passport recover` writes the passport")
 def test_killed_run_leaves_readable_parts(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
     _, proc, run = _long_run(simulator, write_spec, tmp_path / "out")
     proc.kill()
@@ -179,6 +193,8 @@ def test_killed_run_leaves_readable_parts(simulator: SimFactory, write_spec: Wri
     assert set(table.column("outcome").to_pylist()) == {"ok"}
 
 
+@fault("the server dies mid-run",
+       "the run stops after repeated connection failures: INCOMPLETE with the reason, exit 1")
 def test_server_that_dies_mid_run_stops_the_run_with_a_reason(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -234,6 +250,8 @@ def test_open_loop_runs_are_valid_for_every_pattern(
     assert passport["results"]["client"]["dispatch_lag_p99_ms"] < 50
 
 
+@fault("a reused keep-alive connection the server closed",
+       "the request is resent once on a new connection (`resent`), and reuse stops")
 def test_request_on_a_keepalive_connection_the_server_dropped_is_resent_once(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:

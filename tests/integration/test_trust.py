@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 
 from passport.audit import content_sha256
 from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.faults import fault
 from tests.integration.test_faults import WriteSpec, _spec, _start_long_run, _wait_for_rows
 
 
@@ -38,6 +39,7 @@ def _folder_hashes(run: Path) -> dict[str, str]:
     return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
 
 
+@fault("a hand-edited verdict or rule in passport.json", "verify exit 1 naming the field; gate refuses the run")
 def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -94,6 +96,8 @@ def test_an_edited_report_or_identity_field_is_caught(
             "'passport-simulator'") in result.stdout
 
 
+@fault("a damaged run folder (missing or truncated files)",
+       "verify, gate, recover: exit 2 with one message; nothing modified")
 def test_damaged_folders_are_one_clear_input_error_and_nothing_is_modified(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -114,6 +118,7 @@ def test_damaged_folders_are_one_clear_input_error_and_nothing_is_modified(
         assert result.returncode == 2 and result.stderr.startswith("ERROR: ") and result.stdout == "", command
 
 
+@fault("a run killed mid-way", "`passport recover RUN` writes an INCOMPLETE passport with every recorded request")
 def test_a_killed_run_is_recovered_with_every_recorded_request(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -141,6 +146,7 @@ def test_a_killed_run_is_recovered_with_every_recorded_request(
     assert again.returncode == 2 and "already has its passport.json" in again.stderr
 
 
+@fault("a second Ctrl-C while stopping", "still an INCOMPLETE passport of everything recorded")
 def test_a_second_ctrl_c_still_writes_the_passport_of_what_was_recorded(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:

@@ -195,3 +195,28 @@ def test_a_failure_after_the_first_byte_or_on_a_new_connection_is_never_resent()
         client = _ScriptedClient([first])
         ex = asyncio.run(client.exchange(b"req"))
         assert ex is first and not ex.resent and len(client.reuse) == 1
+
+
+def test_users_wait_for_the_recorder_when_unrecorded_answers_pass_the_memory_budget(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    import harness._runner as runner_module
+
+    big = _chunk("x" * (1 << 20))  # 1 MiB answers, all at once: far faster than they are recorded
+    fake = FakeTransport(lambda body, attempt: FakeAnswer(events=sse_events([big], 0.0, 0.0)))
+    monkeypatch.setattr(runner_module, "_BACKLOG_BYTES", 4 << 20)
+    held: list[int] = []
+    queue = runner_module.Runner._queue
+
+    def watched(self: Runner, done: Any) -> None:
+        queue(self, done)
+        held.append(self._backlog_bytes)
+
+    monkeypatch.setattr(runner_module.Runner, "_queue", watched)
+    load = LoadSpec(pattern="closed", concurrency=4, measure={"requests": 40})
+    requests, _, _ = _run(tmp_path, fake, load, _pool(fake, 40))
+    assert requests.num_rows == 40 and set(requests.column("outcome").to_pylist()) == {"ok"}
+    # the budget, plus at most one more answer from each of the 4 users
+    answer_bytes = len(big) + 8
+    assert max(held) <= (4 << 20) + 4 * answer_bytes
+    assert max(held) > (4 << 20) - answer_bytes  # the budget was reached: the test exercised it

@@ -64,8 +64,8 @@ def test_a_three_line_spec_runs_on_defaults() -> None:
 
 def test_unknown_field_names_the_field_and_suggests_the_fix() -> None:
     with pytest.raises(SpecError) as err:
-        parse_spec({"endpoint": {"base_url": "x", "api_kye_env": "K"}, "load": {"pattern": "closed", "concurrency": 1}},
-                   "bad.yaml")
+        parse_spec({"endpoint": {"base_url": "http://h:1/v1", "api_kye_env": "K"},
+                    "load": {"pattern": "closed", "concurrency": 1}}, "bad.yaml")
     assert str(err.value) == (
         "invalid spec bad.yaml:\n  endpoint.api_kye_env: unknown field; did you mean 'api_key_env'?"
     )

@@ -5,6 +5,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test >/dev/null
-.venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks
+.venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
 .venv/bin/python -m mypy
 exec .venv/bin/python -m pytest "$@"

@@ -9,6 +9,7 @@ input error (exit 2, one line on stderr), a Ctrl-C before the timed phase exits 
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -98,6 +99,11 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
     except KeyboardInterrupt:
         print("ERROR: interrupted before anything was timed; nothing was measured", file=sys.stderr)
         return ExitCode.FAILED
+    except BrokenPipeError:
+        # `passport probe --json | head`: the reader left; what it took was what it wanted. Point
+        # stdout at /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return ExitCode.OK
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

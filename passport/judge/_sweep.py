@@ -118,9 +118,11 @@ def saturation(sweep: SweepSpec, vary: str, levels: list[LevelResult]) -> tuple[
     for a, b in zip(levels, levels[1:]):
         if a.throughput_rps and b.throughput_rps is not None and b.throughput_rps < a.throughput_rps * (
                 1 + sweep.saturation_gain):
-            return a.load, (f"going from concurrency {a.load:g} to {b.load:g} raised throughput from "
-                            f"{a.throughput_rps:.3f} to {b.throughput_rps:.3f} req/s "
-                            f"(< {sweep.saturation_gain:.0%} more)")
+            change = b.throughput_rps / a.throughput_rps - 1
+            moved = "lowered" if change < 0 else "raised"
+            return a.load, (f"going from concurrency {a.load:g} to {b.load:g} {moved} throughput from "
+                            f"{a.throughput_rps:.3f} to {b.throughput_rps:.3f} req/s ({change:+.1%}; saturation "
+                            f"is a gain under {sweep.saturation_gain:.0%})")
     return None, "throughput still grew at the last level"
 
 

@@ -5,6 +5,8 @@ passports and the figures `passport.audit` computes; it decides nothing (`passpo
 
 from passport.report._compare_report import comparison_blocks
 from passport.report._doc import (
+    LAYOUT_KEY,
+    REPORT_LAYOUT,
     Block,
     Bullets,
     Heading,
@@ -33,6 +35,8 @@ from passport.report._sweep_report import summary_lines, sweep_blocks
 __all__ = [
     "CDF_METRICS",
     "HEADLINE_METRICS",
+    "LAYOUT_KEY",
+    "REPORT_LAYOUT",
     "Block",
     "Bullets",
     "Heading",

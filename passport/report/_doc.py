@@ -150,6 +150,15 @@ def to_html(title: str, blocks: list[Block]) -> str:
     return "\n".join(out) + "\n"
 
 
+# The version of what reports hold and how they are laid out, recorded in each passport (as
+# protocol.harness.libraries["passport.report-layout"]): `passport verify` re-renders a run's
+# reports only when they were laid out by this version (others are checked by their hashes alone),
+# so reports can improve without every earlier run folder failing verification. Raise it with any
+# change to what a report shows; runs before it was recorded are layout 1.
+REPORT_LAYOUT = 2
+LAYOUT_KEY = "passport.report-layout"
+
+
 def render_reports(title: str, blocks: list[Block]) -> dict[str, bytes]:
     """The report files as bytes, by their path in the folder: plots/*.png, report.md, report.html."""
     files = {f"plots/{b.file}": b.png for b in blocks if isinstance(b, Image)}

@@ -16,9 +16,9 @@ from pathlib import Path
 
 from canaries import CaseResult, Suite, record_suite
 from harness import EngineLauncher, engines
-from passport.audit import CANARIES_FILE
 from passport.model import CanaryInfo, RunSpec
 from passport.run._canaries import canary_info, load_declared_suite, run_canaries
+from passport.run._disk import make_run_folder
 from passport.run._endpoint import access, auth_headers, engine_launcher, model_of
 
 __all__ = ["CanaryOutcome", "run_canary_command"]
@@ -40,7 +40,7 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
     headers = auth_headers(spec)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{suite.suite}-canary-{stamp}-{uuid.uuid4().hex[:8]}"
-    folder.mkdir(parents=True)
+    make_run_folder(folder)
     launcher: EngineLauncher | None = None
     try:
         if spec.engine is not None:
@@ -54,14 +54,14 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
             cards = control.models()
             model = model_of(spec, cards, way.base_url)
         engine = next((engines.engine_of_card(c) for c in cards if c.get("id") == model), None)
+        counted = iter(range(1, len(suite.cases) + 1))  # progress only: the CLI prints the verdicts
         results = run_canaries(suite, way, model, spec.endpoint.api, time.perf_counter_ns(),
-                               on_case=lambda r: say(f"{r.verdict.upper():<4} {r.case_id}"), engine=engine)
+                               on_case=lambda r: say(f"case {next(counted)}/{len(suite.cases)}: {r.case_id}"),
+                               engine=engine)
     finally:
         if launcher is not None:
             launcher.stop()
     info = canary_info(suite, results, forced=False, folder=folder)
     if record is not None:
         record.write_text(record_suite(suite, results).to_yaml())
-        say(f"recorded the exact-output references into {record}")
-    say(f"every case: {folder / CANARIES_FILE}")
     return CanaryOutcome(folder, suite, results, info)

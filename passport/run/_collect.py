@@ -21,6 +21,7 @@ import psutil
 from harness import EngineLauncher, nvml_devices
 from passport.audit import sha256_file
 from passport.model import HarnessInfo, SourcedValue
+from passport.report import LAYOUT_KEY, REPORT_LAYOUT
 
 __all__ = ["collect_launcher", "collect_host", "collect_harness", "library_versions"]
 
@@ -99,6 +100,7 @@ def library_versions() -> dict[str, str]:
             out[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    out[LAYOUT_KEY] = str(REPORT_LAYOUT)  # what verify needs to re-render this run's reports
     return out
 
 

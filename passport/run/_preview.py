@@ -9,6 +9,7 @@ carry.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -31,14 +32,20 @@ def _histogram(values: np.ndarray, label: str, bins: int = 10) -> list[str]:
     lo, hi = float(finite.min()), float(finite.max())
     if lo == hi:
         return [f"{label}: all {len(finite)} = {lo:g}"]
-    if np.all(finite == np.round(finite)):  # integers: no bin narrower than one
-        bins = max(1, min(bins, int(hi - lo) + 1))
-    counts, edges = np.histogram(finite, bins=bins)
+    if np.all(finite == np.round(finite)):  # integers: whole bins, each labelled by the values it holds
+        width = max(1, math.ceil((hi - lo + 1) / bins))
+        starts = np.arange(lo, hi + 1, width)
+        counts, _ = np.histogram(finite, bins=np.append(starts, starts[-1] + width) - 0.5)
+        labels = [f"{a:g}" if width == 1 else f"{a:g} – {a + width - 1:g}" for a in starts.tolist()]
+    else:
+        counts, edges = np.histogram(finite, bins=bins)
+        labels = [f"{a:.4g} – {b:.4g}" for a, b in zip(edges[:-1].tolist(), edges[1:].tolist())]
     top = max(int(counts.max()), 1)
     lines = [f"{label}: n={len(finite)}, mean {finite.mean():.1f}, p50 {np.percentile(finite, 50):g}, "
              f"p99 {np.percentile(finite, 99):g}, min {lo:g}, max {hi:g}"]
-    for count, a, b in zip(counts.tolist(), edges[:-1].tolist(), edges[1:].tolist()):
-        lines.append(f"  {a:>8.0f} – {b:<8.0f} {'█' * max(0, round(count / top * _BAR)):<{_BAR}} {count}")
+    pad = max(map(len, labels))
+    for count, text in zip(counts.tolist(), labels):
+        lines.append(f"  {text:>{pad}} {'█' * max(0, round(count / top * _BAR)):<{_BAR}} {count}")
     return lines
 
 
@@ -59,7 +66,7 @@ def _shape_lines(request_set: RequestSet, n_entries: int) -> list[str]:
     n = table.num_rows
     counts = Counter(str(x) for x in table.column("shape").to_pylist())
     lines = [f"entries: {n_entries} (a session counts once), requests: {n}",
-             "shapes: " + ", ".join(f"{k} {v} ({v / n:.0%})" for k, v in sorted(counts.items()))]
+             "shapes, as drawn: " + ", ".join(f"{k} {v} requests ({v / n:.0%})" for k, v in sorted(counts.items()))]
     sessions = [s for s in table.column("session").to_pylist() if s is not None]
     if sessions:
         turns = np.array(list(Counter(sessions).values()), dtype=float)
@@ -103,8 +110,8 @@ def workload_summary(spec: RunSpec) -> list[str]:
     lines += _shape_lines(request_set, len(entry_rows(table)))
     if spec.workload.mix:
         total = sum(c.weight for c in spec.workload.mix)
-        lines.append("mix: " + ", ".join(f"{c.name} weight {c.weight:g} ({c.weight / total:.0%} of entries)"
-                                         for c in spec.workload.mix))
+        lines.append("mix, as declared: " + ", ".join(
+            f"{c.name} weight {c.weight:g} ({c.weight / total:.0%} of entries)" for c in spec.workload.mix))
     shared = spec.workload.shared_prefix
     if shared is not None:
         lines.append(f"shared prefixes: {shared.groups} groups of {shared.prefix_tokens} tokens, salt {shared.salt} "

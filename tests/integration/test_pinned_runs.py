@@ -93,3 +93,14 @@ def test_comparison_report_renders_with_side_by_side_cdfs(tmp_path: Path) -> Non
     assert "<strong>slower</strong>" in page.read_text()
     passport = json.loads((RUNS / "slow" / "passport.json").read_text())
     assert passport["results"]["slo"]["met"] is False  # the pinned gate's slo condition rests on this
+
+
+def test_reports_of_an_earlier_layout_are_checked_by_hash_and_said_not_re_rendered(tmp_path: Path) -> None:
+    result = run_cli("verify", str(RUNS / "v1.3"))
+    assert "note: reports laid out by an earlier passport (report layout 1; this is 2)" in result.stdout
+    copy = tmp_path / "v1.3"
+    shutil.copytree(RUNS / "v1.3", copy)
+    with (copy / "report.md").open("a") as report:
+        report.write("\nVerdict: VALID\n")  # an edit the hash still catches
+    result = run_cli("verify", str(copy))
+    assert result.returncode == 1 and "report.md: sha256 differs" in result.stdout

@@ -54,8 +54,8 @@ def test_the_summary_shows_the_shares_of_each_shape_and_the_presets_are_listed(w
     summary = run_cli("workload", str(spec))
     assert summary.returncode == 0, summary.stderr
     out = summary.stdout
-    shapes = next(line for line in out.splitlines() if line.startswith("shapes: "))
-    counts = {part.split()[0]: int(part.split()[1]) for part in shapes.removeprefix("shapes: ").split(", ")}
+    shapes = next(line for line in out.splitlines() if line.startswith("shapes, as drawn: "))
+    counts = {part.split()[0]: int(part.split()[1]) for part in shapes.removeprefix("shapes, as drawn: ").split(", ")}
     entries = 60
     sessions = counts["conv"] // 3
     assert sum(counts.values()) - counts["conv"] + sessions == entries  # a session is one entry of three turns
@@ -64,7 +64,7 @@ def test_the_summary_shows_the_shares_of_each_shape_and_the_presets_are_listed(w
     assert f"structured output: {counts['json']} requests" in out
     assert f"tools: {counts['agent']} requests" in out and "tool_choice {'auto'" in out
     assert f"images: {counts['vision']} requests" in out and f"64x32 x{2 * counts['vision']}" in out
-    assert "mix: chat weight 2 (33% of entries)" in out
+    assert "mix, as declared: chat weight 2 (33% of entries)" in out
     presets = run_cli("workload", "--presets")
     assert presets.returncode == 0 and presets.stdout.splitlines()[0].startswith("chat ")
     assert "multi-turn" in presets.stdout and "structured-output" in presets.stdout

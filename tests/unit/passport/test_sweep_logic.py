@@ -32,3 +32,13 @@ def test_rate_saturation_is_the_first_level_that_cannot_keep_up() -> None:
     assert judge.saturation(SweepSpec(), "rate", levels)[0] == 40
     assert judge.saturation(SweepSpec(saturation_fraction=0.7), "rate", levels) == (
         None, "every level kept up with its offered rate")
+
+
+def test_saturation_says_whether_throughput_rose_a_little_or_fell() -> None:
+    fell = [_level(4, 1.434, None), _level(8, 1.389, None)]
+    assert judge.saturation(SweepSpec(saturation_gain=0.1), "concurrency", fell)[1] == (
+        "going from concurrency 4 to 8 lowered throughput from 1.434 to 1.389 req/s (-3.1%; saturation is a gain "
+        "under 10%)")
+    rose = [_level(4, 2.0, None), _level(8, 2.1, None)]
+    assert "raised throughput from 2.000 to 2.100 req/s (+5.0%" in judge.saturation(
+        SweepSpec(saturation_gain=0.1), "concurrency", rose)[1]

@@ -26,6 +26,7 @@ from passport.audit._declared import (
     write_declared,
 )
 from passport.audit._derive import Derived, RunState, derive
+from passport.audit._export import EXPORT_TABLES, export_table
 from passport.audit._files import (
     RAW_FILES,
     REPORT_FILES,
@@ -112,6 +113,8 @@ __all__ = [
     "file_entries",
     "itl_gaps_by_request",
     "load_table",
+    "EXPORT_TABLES",
+    "export_table",
     "numeric_column",
     "object_column",
     "offered_and_achieved_rates",

@@ -19,6 +19,7 @@ from passport.cli import (
     _cmd_canary,
     _cmd_capacity,
     _cmd_compare,
+    _cmd_export,
     _cmd_gate,
     _cmd_probe,
     _cmd_recover,
@@ -49,13 +50,14 @@ examples:
   passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768
   passport verify results/chat-smoke-20261129T170000Z-1a2b3c4d
   passport gate results/chat-smoke-... --require 'ttft.any.p99 < 2s' --require 'error_rate < 0.5%'
+  passport export results/chat-smoke-... --format jsonl > requests.jsonl
 """
 
 # In the order `--help` lists them.
 COMMANDS: dict[str, ModuleType] = {
     "run": _cmd_run, "sweep": _cmd_sweep, "canary": _cmd_canary, "workload": _cmd_workload, "probe": _cmd_probe,
     "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
-    "compare": _cmd_compare,
+    "compare": _cmd_compare, "export": _cmd_export,
 }
 
 

@@ -65,3 +65,53 @@ def test_integer_histograms_label_whole_values_and_the_mix_says_declared_or_draw
     assert labels == ["4", "5", "6", "7"]  # one bin per value, none labelled "4 - 4"
     assert "mix, as declared: a weight 1 (25% of entries), b weight 3 (75% of entries)" in result.stdout
     assert next(line for line in lines if line.startswith("shapes, as drawn: a ")).count("requests") == 2
+
+
+def _readme_recipes() -> tuple[str, str]:
+    """The README's pandas block and DuckDB query under "Recompute a figure by hand"."""
+    text = (REPO / "README.md").read_text().split("### Recompute a figure by hand", 1)[1]
+    python = text.split("```python\n", 1)[1].split("```", 1)[0]
+    sql = " ".join(text.split("The same in DuckDB: `", 1)[1].split("`.", 1)[0].split())
+    return python, sql
+
+
+def test_the_readmes_recipes_and_the_csv_and_jsonl_exports_give_the_passports_figure(tmp_path: Path) -> None:
+    import contextlib
+    import io
+    import json
+
+    import duckdb
+    import pandas as pd
+
+    run = REPO / "tests" / "data" / "runs" / "v1.3"
+    p50 = json.loads((run / "passport.json").read_text())["results"]["metrics"]["ttft.any"]["p50"]
+    python, sql = _readme_recipes()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(python.replace("results/<run>", str(run)), {})  # noqa: S102 - the README's own code
+    assert abs(float(printed.getvalue()) - p50) <= 1e-12
+    assert abs(duckdb.sql(sql.replace("results/<run>", str(run))).fetchall()[0][0] - p50) <= 1e-12
+
+    csv_file, jsonl_file = tmp_path / "requests.csv", tmp_path / "requests.jsonl"
+    for fmt, path in (("csv", csv_file), ("jsonl", jsonl_file)):
+        result = run_cli("export", str(run), "--format", fmt, "--output", str(path))
+        assert result.returncode == 0 and f"{path}: " in result.stderr, result.stderr
+    # the CSV through DuckDB, the JSON Lines through pandas: the same figure, the same rows
+    from_csv = duckdb.sql(sql.replace("results/<run>/requests.parquet", str(csv_file))).fetchall()[0][0]
+    assert abs(from_csv - p50) <= 1e-12
+    rows = pd.read_json(jsonl_file, lines=True)
+    parquet = pd.read_parquet(run / "requests.parquet")
+    assert list(rows.columns) == list(parquet.columns) and len(rows) == len(parquet)
+    assert (rows.sort_values("request_id").first_token_ns.fillna(-1).astype("int64").tolist()
+            == parquet.sort_values("request_id").first_token_ns.fillna(-1).astype("int64").tolist())
+    chunks = run_cli("export", str(run), "--table", "chunks", "--format", "jsonl")
+    n_chunks = pd.read_parquet(run / "chunks.parquet").shape[0]
+    assert chunks.returncode == 0 and len(chunks.stdout.splitlines()) == n_chunks
+    assert run_cli("export", str(tmp_path), "--table", "requests").returncode == 2  # not a run folder
+
+
+def test_export_offers_every_table_the_auditor_exports() -> None:
+    from passport.audit import EXPORT_TABLES
+    from passport.cli._cmd_export import _TABLES
+
+    assert _TABLES == EXPORT_TABLES  # kept apart so `passport --help` does not import pyarrow

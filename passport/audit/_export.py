@@ -71,4 +71,4 @@ def export_table(run_dir: Path, name: str, fmt: Literal["csv", "jsonl"], out: Te
         writer.writerow(table.column_names)
         for row in _rows(table):
             writer.writerow([_cell(v) for v in row.values()])
-    return table.num_rows
+    return int(table.num_rows)

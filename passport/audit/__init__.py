@@ -30,6 +30,7 @@ from passport.audit._export import EXPORT_TABLES, export_table
 from passport.audit._files import (
     RAW_FILES,
     REPORT_FILES,
+    SPEC_FILE,
     canonical_json,
     content_sha256,
     file_entries,
@@ -85,6 +86,7 @@ __all__ = [
     "METRICS",
     "PERCENTILES",
     "RAW_FILES",
+    "SPEC_FILE",
     "REQUEST_LATENCY_IDS",
     "SCHEMA_VERSION",
     "SLO_METRICS",

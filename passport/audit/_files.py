@@ -20,8 +20,9 @@ from passport._errors import RunFolderError
 __all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "FileFacts", "sha256_file", "sha256_bytes", "file_entries",
            "load_table", "content_sha256", "canonical_json"]
 
+SPEC_FILE = "spec.yaml"  # the spec as run (flags applied): `passport run RUN/spec.yaml` runs it again
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json", "canaries.parquet", "probes.jsonl")
+             "declared.json", "canaries.parquet", "probes.jsonl", SPEC_FILE)
 REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
-from passport.cli._shared import Printer, add_endpoint_options, load_spec_with_overrides
+from passport.cli._shared import Printer, add_endpoint_options, add_load_options, load_spec_with_overrides
 
 __all__ = ["add", "main"]
 
@@ -15,14 +15,16 @@ __all__ = ["add", "main"]
 def add(sub: Any, epilog: str) -> None:
     run = sub.add_parser(
         "run", help="run a spec: canaries, timed load, passport",
-        description="Run the benchmark a YAML spec declares and write results/<name>-<UTC>-<id>/ "
-                    "(passport.json, report.md, requests/chunks/schedule/telemetry .parquet).",
+        description="Run the benchmark a YAML spec declares, or one given by flags alone, and write "
+                    "results/<name>-<UTC>-<id>/ (passport.json, report.md, requests/chunks/schedule/telemetry "
+                    ".parquet, and spec.yaml: the spec as run, flags applied, which `passport run` runs again).",
         epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    run.add_argument("spec", type=Path, help="the run spec (YAML)")
+    run.add_argument("spec", type=Path, nargs="?", help="the run spec (YAML); or give --endpoint and the load flags")
     run.add_argument("--force", action="store_true",
                      help="time the run even if the canaries fail (the passport says so prominently)")
     add_endpoint_options(run)
+    add_load_options(run)
 
 
 def main(args: argparse.Namespace) -> ExitCode:

@@ -43,6 +43,7 @@ exit codes:
 examples:
   passport run specs/llamacpp-smoke.yaml
   passport run my.yaml --endpoint http://127.0.0.1:8000/v1
+  passport run --endpoint http://127.0.0.1:8000/v1 --concurrency 8 --num-prompts 200 --input-len 512 --output-len 128
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
   passport sweep specs/llamacpp-sweep.yaml
   passport canary --endpoint http://127.0.0.1:8080/v1 --suite default --junit canaries.xml

@@ -12,11 +12,16 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from passport.model import Override, RunSpec
 
-__all__ = ["add_endpoint_options", "load_spec_with_overrides", "Printer", "RichProgress"]
+__all__ = ["add_endpoint_options", "add_load_options", "load_spec_with_overrides", "Printer", "RichProgress"]
 
 
 def add_endpoint_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--endpoint", metavar="URL", help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1")
+    command.add_argument("--endpoint", metavar="URL",
+                         help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1; on a spec with an engine: "
+                              "section, attach to the server running there instead of launching one")
+    command.add_argument("--no-launch", action="store_true",
+                         help="never launch the spec's engine: attach to the server at endpoint.base_url (or on "
+                              "engine.port); identity is what it reports")
     command.add_argument("--api-key-env", metavar="NAME",
                          help="override endpoint.api_key_env: the environment variable holding the API key")
     command.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
@@ -24,35 +29,130 @@ def add_endpoint_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
 
 
+def add_load_options(command: argparse.ArgumentParser) -> None:
+    """The flags of a spec-less run, in the vocabulary of vLLM's and SGLang's bench scripts."""
+    group = command.add_argument_group(
+        "a run without a spec (each flag also overrides a spec's field; all are recorded in the passport)")
+    group.add_argument("--model", metavar="ID", help="endpoint.model (default: the first /models lists)")
+    group.add_argument("--api", choices=["chat", "completions"], help="endpoint.api")
+    group.add_argument("--concurrency", type=int, metavar="N",
+                       help="N users in a closed loop; with --rate, a cap on requests in flight")
+    group.add_argument("--rate", type=float, metavar="R", help="an open loop of R requests per second")
+    group.add_argument("--arrival", choices=["poisson", "constant", "gamma"],
+                       help="the open loop's arrival process (default: poisson)")
+    group.add_argument("--num-prompts", type=int, metavar="N", help="measure N requests (load.measure.requests)")
+    group.add_argument("--duration", type=float, metavar="S", help="measure for S seconds (load.measure.duration_s)")
+    group.add_argument("--input-len", type=int, metavar="N", help="every prompt N tokens (workload.input_tokens)")
+    group.add_argument("--output-len", type=int, metavar="N", help="every answer N tokens (workload.output_tokens)")
+    group.add_argument("--dataset", metavar="FILE", help="replay this request log (workload.source.path)")
+    group.add_argument("--dataset-format", choices=["openai", "sharegpt"], default="openai",
+                       help="the log's format (default: openai JSONL)")
+    group.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", dest="set_fields",
+                       help="set any spec field by its dotted path, the value read as YAML "
+                            "(--set decoding.temperature=0 --set canaries=none); repeatable")
+
+
+def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> None:
+    """Turn the spec-less run's flags (add_load_options) into overrides."""
+    from passport._errors import SpecError
+    from workloads import load_yaml
+
+    written = raw.get("load")
+    load: dict[str, Any] = written if isinstance(written, dict) else {}
+    for flag, field in (("model", "endpoint.model"), ("api", "endpoint.api")):
+        if getattr(args, flag, None) is not None:
+            patch(field, getattr(args, flag), f"--{flag}")
+    rate, users, arrival = getattr(args, "rate", None), getattr(args, "concurrency", None), getattr(args, "arrival",
+                                                                                                   None)
+    if rate is not None:
+        open_pattern = load.get("pattern") if load.get("pattern") in ("poisson", "constant", "gamma") else "poisson"
+        patch("load.pattern", arrival or open_pattern, "--arrival" if arrival else "--rate")
+        patch("load.rate_per_s", rate, "--rate")
+        patch("load.concurrency", users, "--concurrency (a cap on requests in flight)" if users else "--rate")
+    elif users is not None:
+        patch("load.pattern", "closed", "--concurrency")
+        patch("load.concurrency", users, "--concurrency")
+        if "rate_per_s" in load:
+            patch("load.rate_per_s", None, "--concurrency")
+    elif arrival is not None:
+        patch("load.pattern", arrival, "--arrival")
+    prompts, seconds = getattr(args, "num_prompts", None), getattr(args, "duration", None)
+    if prompts is not None and seconds is not None:
+        raise SpecError("give --num-prompts or --duration, not both")
+    if prompts is not None:
+        patch("load.measure", {"requests": prompts}, "--num-prompts")
+    if seconds is not None:
+        patch("load.measure", {"duration_s": seconds}, "--duration")
+    for flag, field in (("input_len", "workload.input_tokens"), ("output_len", "workload.output_tokens")):
+        if getattr(args, flag, None) is not None:
+            patch(field, {"dist": "fixed", "value": getattr(args, flag)}, f"--{flag.replace('_', '-')}")
+    if getattr(args, "dataset", None):
+        patch("workload.source", {"path": args.dataset, "format": args.dataset_format}, "--dataset")
+    for item in getattr(args, "set_fields", []):
+        key, sep, text = item.partition("=")
+        if not sep or not key or any(not part for part in key.split(".")):
+            raise SpecError(f"--set {item!r}: write KEY=VALUE with KEY a dotted spec path, e.g. load.concurrency=8")
+        try:
+            value = load_yaml(text.encode(), f"--set {key}") if text else None
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        patch(key, value, f"--set {key}")
+
+
+def _attach(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> None:
+    """--endpoint or --no-launch on a spec that launches an engine: use the running server."""
+    from passport._errors import SpecError
+
+    engine = raw.get("engine")
+    if not isinstance(engine, dict) or not (args.endpoint or getattr(args, "no_launch", False)):
+        return
+    flag = "--endpoint" if args.endpoint else "--no-launch"
+    patch("engine", None, f"{flag}: attached to the running server; nothing launched")
+    if not args.endpoint and not (raw.get("endpoint") or {}).get("base_url"):
+        if engine.get("port") is None:
+            raise SpecError("--no-launch: the spec's engine has no fixed port and sets no endpoint.base_url; "
+                            "pass --endpoint URL of the running server")
+        patch("endpoint.base_url", f"http://127.0.0.1:{engine['port']}/v1", "--no-launch (engine.port)")
+
+
 def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[str, Any], dict[str, Any],
                                                                  list[Override]]:
-    """(spec, the YAML as written, the YAML with command-line overrides, the overrides)."""
+    """(spec, the YAML as written, the YAML with command-line overrides, the overrides). Without a
+    spec file (`passport run --endpoint URL --concurrency N ...`), the flags are the spec."""
     from passport._errors import SpecError
-    from passport.model import Override, load_spec, parse_spec
+    from passport.model import Override, load_spec, parse_spec, with_overrides
 
-    spec, raw = load_spec(args.spec)
+    if args.spec is not None:
+        spec, raw = load_spec(args.spec)
+        source = str(args.spec)
+    elif not args.endpoint or (getattr(args, "concurrency", None) is None and getattr(args, "rate", None) is None):
+        raise SpecError("give a spec, or run from flags alone: --endpoint URL and --concurrency N or --rate R "
+                        "(see passport run --help)")
+    else:
+        raw, source = {}, "from the command line"
     overrides: list[Override] = []
-    merged = dict(raw)
 
-    def patch(section: str, key: str, value: Any, flag: str) -> None:
-        merged[section] = {**(merged.get(section) or {}), key: value}
-        overrides.append(Override(field=f"{section}.{key}", value=value, source=flag))
+    def patch(field: str, value: Any, flag: str) -> None:
+        overrides.append(Override(field=field, value=value, source=flag))
 
     if args.endpoint:
-        patch("endpoint", "base_url", args.endpoint, "--endpoint")
+        patch("endpoint.base_url", args.endpoint, "--endpoint")
     if args.api_key_env:
-        patch("endpoint", "api_key_env", args.api_key_env, "--api-key-env")
+        patch("endpoint.api_key_env", args.api_key_env, "--api-key-env")
+    _attach(args, raw, patch)
     if getattr(args, "vary", None):
-        patch("sweep", "vary", args.vary, "--vary")
+        patch("sweep.vary", args.vary, "--vary")
     if getattr(args, "levels", None):
         try:
             levels: Any = "auto" if args.levels == "auto" else [float(x) for x in args.levels.split(",")]
         except ValueError:
             raise SpecError(f"--levels {args.levels!r}: write ascending numbers separated by commas, "
                             "e.g. 1,2,4,8, or auto") from None
-        patch("sweep", "levels", levels, "--levels")
-    if overrides:
-        spec = parse_spec(merged, str(args.spec))
+        patch("sweep.levels", levels, "--levels")
+    _load_flags(args, raw, patch)
+    merged = with_overrides(raw, overrides)
+    if overrides or args.spec is None:
+        spec = parse_spec(merged, source)
     return spec, raw, merged, overrides
 
 

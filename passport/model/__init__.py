@@ -50,6 +50,7 @@ from passport.model._spec import (
     ValiditySpec,
     load_spec,
     parse_spec,
+    with_overrides,
 )
 
 __all__ = [
@@ -95,6 +96,7 @@ __all__ = [
     "WorkloadInfo",
     "generate_schema",
     "load_spec",
+    "with_overrides",
     "parse_spec",
     "read_passport",
     "read_passport_json",

@@ -7,9 +7,11 @@ never silently change a benchmark); the message suggests the closest known name.
 
 from __future__ import annotations
 
+import copy
 import difflib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Any, Literal, Protocol, Self
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -267,6 +269,30 @@ def _format_errors(exc: ValidationError, source: str) -> str:
             shown = "" if isinstance(got, dict) else f" (got {scrub(repr(got))})"
             lines.append(f"  {where}: {message}{shown}")
     return f"invalid spec {source}:\n" + "\n".join(lines)
+
+
+class _Change(Protocol):
+    field: str
+    value: Any
+
+
+def with_overrides(raw: dict[str, Any], overrides: Iterable[_Change]) -> dict[str, Any]:
+    """The spec as written with each override applied in turn: `field` is a dotted path
+    (`load.measure`), created where missing; a None value removes the field."""
+    out = copy.deepcopy(raw)
+    for change in overrides:
+        *parents, leaf = change.field.split(".")
+        node = out
+        for key in parents:
+            child = node.get(key)
+            if not isinstance(child, dict):
+                child = node[key] = {}
+            node = child
+        if change.value is None:
+            node.pop(leaf, None)
+        else:
+            node[leaf] = copy.deepcopy(change.value)
+    return out
 
 
 def parse_spec(data: Any, source: str = "") -> RunSpec:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import yaml
 
 from harness import (
     CHUNKS_SCHEMA,
@@ -31,10 +32,11 @@ from harness import (
     HttpClient,
     PreparedRequest,
     scrub_file,
+    scrub_json,
 )
 from passport._errors import OutputFolderError
-from passport.audit import RunState, sha256_file
-from passport.model import CanaryInfo, Override, Passport, RunSpec
+from passport.audit import SPEC_FILE, RunState, sha256_file
+from passport.model import CanaryInfo, Override, Passport, RunSpec, with_overrides
 from passport.run._assemble import (
     cycle_note,
     draft_passport,
@@ -87,6 +89,14 @@ def _silent(_message: str) -> None:
     return None
 
 
+def write_spec_as_run(folder: Path, raw_spec: dict[str, Any], overrides: list[Override]) -> None:
+    """spec.yaml: the spec as written with the command line's overrides applied (secrets
+    scrubbed), so `passport run RUN/spec.yaml` offers the same run again. A sweep level's spec
+    is one run: the sweep's own fields are left out."""
+    ran = with_overrides(raw_spec, [o for o in overrides if o.field.split(".")[0] != "sweep"])
+    (folder / SPEC_FILE).write_text(yaml.safe_dump(scrub_json(ran), sort_keys=False, allow_unicode=True))
+
+
 def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override], out_root: Path,
              force: bool) -> Opened:
     """Check what can be checked without the endpoint, then create the run folder (and prove it
@@ -98,6 +108,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
     started_utc, run_start_ns = utc_now(), time.perf_counter_ns()
     make_run_folder(folder)
+    write_spec_as_run(folder, raw_spec, overrides)
     return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force)
 
 
@@ -275,9 +286,10 @@ def execute(
             write_draft(run.folder, draft)
     except BaseException as exc:
         _stop_engine(launcher, owns_engine)
-        # nothing was measured: a folder holding nothing, or only the probes of a run refused for
-        # want of room, goes
-        if run.folder.is_dir() and (isinstance(exc, OutputFolderError) or not any(run.folder.iterdir())):
+        # nothing was measured: a folder holding nothing but its spec, or only the probes of a run
+        # refused for want of room, goes
+        if run.folder.is_dir() and (isinstance(exc, OutputFolderError)
+                                    or all(p.name == SPEC_FILE for p in run.folder.iterdir())):
             shutil.rmtree(run.folder)
         raise
     with Interrupts(say) as interrupts:

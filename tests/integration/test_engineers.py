@@ -1,5 +1,5 @@
 """What a performance engineer meets at the command line (issue 14), through the CLI against the
-simulator: pipes, recording references, the workload summary's histograms and labels."""
+simulator: pipes, the workload summary's histograms and labels, exports, runs from flags, attaching."""
 
 from __future__ import annotations
 
@@ -23,30 +23,6 @@ def test_a_reader_that_leaves_early_is_no_error(simulator: SimFactory) -> None:
     stderr = probe.stderr.read().decode()
     probe.stderr.close()
     assert probe.wait(30) == 0 and "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
-
-
-def test_recording_references_is_not_a_failure_and_the_recorded_suite_then_passes(
-    simulator: SimFactory, tmp_path: Path
-) -> None:
-    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
-    suite = tmp_path / "suite.yaml"
-    suite.write_text("suite: mine\nversion: 1\ncases:\n"
-                     "  - {id: cont, kind: exact, api: completions, prompt: 'The capital of France is', "
-                     "max_tokens: 8, expect: {text: 'a placeholder'}}\n")
-    recorded = tmp_path / "recorded.yaml"
-    args = ("canary", "--endpoint", url, "--out", str(tmp_path / "out"))
-    result = run_cli(*args, "--suite", str(suite), "--record", str(recorded))
-    # the simulator's completion of 8 tokens is "tok0 tok1 ... tok7 "
-    reference = "".join(f"tok{i} " for i in range(8))
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert f"REC   cont  exact        reference recorded: {reference!r}" in result.stdout
-    assert "Recorded 1 exact-output references" in result.stdout and "FAIL" not in result.stdout
-    again = run_cli(*args, "--suite", str(recorded))
-    assert again.returncode == 0 and "PASS  cont" in again.stdout
-    unrecorded = run_cli(*args, "--suite", str(suite))
-    assert unrecorded.returncode == 1 and "FAIL  cont" in unrecorded.stdout
-    # each verdict is printed once: the progress on stderr names cases, not verdicts
-    assert "PASS" not in again.stderr and "case 1/1: cont" in again.stderr
 
 
 def test_integer_histograms_label_whole_values_and_the_mix_says_declared_or_drawn(
@@ -115,3 +91,99 @@ def test_export_offers_every_table_the_auditor_exports() -> None:
     from passport.cli._cmd_export import _TABLES
 
     assert _TABLES == EXPORT_TABLES  # kept apart so `passport --help` does not import pyarrow
+
+
+FLAGS = ("--concurrency", "2", "--num-prompts", "6", "--input-len", "8", "--output-len", "4", "--set", "canaries=none",
+         "--set", "workload.tokenizer=none", "--set", "validity.max_loop_lag_p99_ms=1000",
+         "--set", "validity.max_dispatch_lag_p99_ms=1000")
+
+
+def test_a_run_from_flags_alone_is_recorded_and_its_spec_yaml_runs_it_again(
+    simulator: SimFactory, tmp_path: Path
+) -> None:
+    import json
+
+    import pyarrow.parquet as pq
+
+    from tests.conftest import only_run_dir
+
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    first = run_cli("run", "--endpoint", url, *FLAGS, "--out", str(tmp_path / "a"), "--quiet")
+    assert first.returncode == 0, first.stdout + first.stderr
+    run = only_run_dir(tmp_path / "a")
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    # the simulator answers max_tokens tokens: --output-len 4 reached it as max_tokens 4
+    assert len(requests) == 6 and (requests.completion_tokens == 4).all() and (requests.max_tokens == 4).all()
+    passport = json.loads((run / "passport.json").read_text())
+    effective = passport["protocol"]["effective"]
+    assert effective["load"]["pattern"] == "closed" and effective["load"]["concurrency"] == 2
+    assert effective["workload"]["input_tokens"] == {**effective["workload"]["input_tokens"], "dist": "fixed",
+                                                     "value": 8}
+    sources = {o["field"]: o["source"] for o in passport["protocol"]["overrides"]}
+    assert sources["load.concurrency"] == "--concurrency" and sources["canaries"] == "--set canaries"
+    assert "spec.yaml" in passport["files"] and run_cli("verify", str(run)).returncode == 0
+    again = run_cli("run", str(run / "spec.yaml"), "--out", str(tmp_path / "b"), "--quiet")
+    assert again.returncode == 0, again.stdout + again.stderr
+    second = json.loads((only_run_dir(tmp_path / "b") / "passport.json").read_text())
+    for part in ("workload", "schedule"):  # the same offered load, byte for byte
+        assert second["protocol"][part]["sha256"] == passport["protocol"][part]["sha256"]
+    assert second["protocol"]["effective"] == effective
+
+
+def test_an_open_loop_from_flags_and_the_flags_mistakes(simulator: SimFactory, tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import only_run_dir
+
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    result = run_cli("run", "--endpoint", url, "--rate", "50", "--arrival", "constant", "--concurrency", "3",
+                     "--duration", "0.5", *FLAGS[4:], "--out", str(tmp_path / "o"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    load = json.loads((only_run_dir(tmp_path / "o") / "passport.json").read_text())["protocol"]["effective"]["load"]
+    assert (load["pattern"], load["rate_per_s"], load["concurrency"], load["measure"]["duration_s"]) == (
+        "constant", 50.0, 3, 0.5)
+    for args, said in [
+        ((), "give a spec, or run from flags alone: --endpoint URL and --concurrency N or --rate R"),
+        (("--endpoint", url, "--concurrency", "2", "--num-prompts", "4", "--duration", "3"),
+         "give --num-prompts or --duration, not both"),
+        (("--endpoint", url, "--concurrency", "2", "--set", "load.concurrency"), "--set 'load.concurrency': write"),
+        (("--endpoint", url, "--concurrency", "2", "--set", "load.concurency=3"),
+         "load.concurency: unknown field; did you mean 'concurrency'?"),
+    ]:
+        bad = run_cli("run", *args, "--out", str(tmp_path / "bad"))
+        assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
+    assert not (tmp_path / "bad").exists()
+
+
+def test_endpoint_on_a_launching_spec_attaches_to_the_running_server(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    import json
+
+    from tests.conftest import free_port, only_run_dir
+
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    # a launch command that cannot start: attaching must never run it
+    engine = {"launch": "/bin/false {port}", "port": port}
+    spec = write_spec({"name": "attach", "engine": engine, "canaries": "none",
+                       "workload": {"tokenizer": "none", "output_tokens": {"dist": "fixed", "value": 4}},
+                       "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 3}},
+                       "validity": {"max_loop_lag_p99_ms": 1000, "max_dispatch_lag_p99_ms": 1000}})
+    for how in (("--endpoint", url), ("--no-launch",)):
+        out = tmp_path / how[0].strip("-")
+        result = run_cli("run", str(spec), *how, "--out", str(out), "--quiet")
+        assert result.returncode == 0, result.stdout + result.stderr
+        run = only_run_dir(out)
+        passport = json.loads((run / "passport.json").read_text())
+        assert passport["identity"]["engine.name"]["value"] == "passport-simulator"
+        assert not (run / "engine.log").exists() and passport["protocol"]["effective"].get("engine") is None
+        assert any(o["field"] == "engine" and "attached to the running server" in o["source"]
+                   for o in passport["protocol"]["overrides"])
+    # no server on the engine's port: an input error naming where it looked, and still no launch
+    spec.write_text(spec.read_text().replace(f"port: {port}", f"port: {free_port()}"))
+    missing = run_cli("run", str(spec), "--no-launch", "--out", str(tmp_path / "none"))
+    assert missing.returncode == 2 and "cannot reach http://127.0.0.1:" in missing.stderr
+    spec.write_text(spec.read_text().replace("port:", "health_timeout_s: 5\n  # port:"))
+    unplaced = run_cli("run", str(spec), "--no-launch", "--out", str(tmp_path / "none"))
+    assert unplaced.returncode == 2 and "pass --endpoint URL of the running server" in unplaced.stderr

@@ -9,6 +9,7 @@ they are classified from the outcome (`rejection`, `error`).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,7 +55,24 @@ def _short(text: str, n: int = 400) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+# The words and numbers of an answer: "The answer is 1,391." ends with "1391".
+_WORD = re.compile(r"-?\d[\d,]*(?:\.\d+)?|\w+")
+
+
+def _final_answer(case: CaseSpec, a: Answer) -> Check:
+    """`expect.answer`: the answer's last word or number, whatever phrasing comes before it."""
+    want = str(case.expect["answer"])
+    words = _WORD.findall(a.content)
+    last = words[-1].replace(",", "") if words else ""
+    if last.lower() == want.lower():
+        return _ok("the final answer is right", want, _short(a.content))
+    return _fail("wrong_answer", f"the final answer is {last!r}" if last else "the answer is empty", want,
+                 _short(a.content))
+
+
 def _exact(case: CaseSpec, a: Answer) -> Check:
+    if "answer" in case.expect:
+        return _final_answer(case, a)
     want = case.expect.get("text")
     if want is None:
         return _fail("wrong_answer", "the case has no reference output: record one from a trusted launch with "

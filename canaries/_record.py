@@ -20,7 +20,8 @@ def record_suite(suite: Suite, results: list[CaseResult]) -> Suite:
     cases: list[CaseSpec] = []
     for case in suite.cases:
         result = by_id.get(case.id)
-        if case.kind == "exact" and result is not None and result.outcome in SUCCESS_OUTCOMES:
+        if (case.kind == "exact" and "answer" not in case.expect and result is not None
+                and result.outcome in SUCCESS_OUTCOMES):
             case = case.model_copy(update={"expect": {**case.expect, "text": result.content}})
         cases.append(case)
     return suite.model_copy(update={"cases": cases})

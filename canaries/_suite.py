@@ -56,7 +56,8 @@ class CaseSpec(_Strict):
     """One canary case. `expect` by kind:
 
     - exact: `text`, the whole output exactly (`passport canary --record FILE` writes it from a
-      trusted endpoint; a case without one fails, saying so).
+      trusted endpoint; a case without one fails, saying so); or `answer`, the output's last word
+      or number (thousands separators dropped, case ignored): a model-agnostic exact answer.
     - json: `schema` is the JSON Schema sent as response_format and validated afterwards.
     - tool: `tools` (OpenAI tool definitions) and `tool_choice`; expect `name` (optional: the tool
       that must be called); arguments must validate against that tool's parameter schema.

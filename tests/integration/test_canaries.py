@@ -213,3 +213,48 @@ def test_accounting_checks_reasoning_is_kept_apart_from_content(simulator: SimFa
         results[name] = run_cli("canary", "--endpoint", url, "--suite", str(suite), "--out", str(tmp_path / name))
     assert results["parsed"].returncode == 0, results["parsed"].stdout
     assert results["inline"].returncode == 1 and "reasoning was not separated" in results["inline"].stdout
+
+
+INSTRUCT_RIGHT: list[dict[str, Any]] = [
+    {"match": "planet Mars", "reply": '{"name": "Mars", "moons": 2}'},
+    {"match": "weather in Paris", "tool_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+    {"match": "My name is Ada", "reply": "Nice to meet you, Ada."},
+    {"match": "12 plus 30", "reply": "42"},
+    {"match": "favourite colour?", "recall": "favourite colour is (\\w+)", "reply": "{0}."},
+    {"match": "17 multiplied by 23", "reply": "The answer is 391."},
+    {"match": "is_palindrome", "reply": "```python\ndef is_palindrome(s):\n    t = s.replace(' ', '').lower()\n"
+                                        "    return t == t[::-1]\n```"},
+    {"match": "passphrase for the vault?", "recall": "passphrase for the vault is ([\\w-]+)", "reply": "{0}"},
+]
+# a broken launch: fluent, and wrong in every way a template or quantization breaks a model
+INSTRUCT_WRONG: list[dict[str, Any]] = [
+    {"match": "planet Mars", "reply": "Mars is the fourth planet. {name: Mars}"},
+    {"match": "weather in Paris", "reply": "<tool_call>get_weather(Paris)</tool_call>"},
+    {"match": "favourite colour?", "reply": "I do not know your favourite colour."},
+    {"match": "17 multiplied by 23", "reply": "17 multiplied by 23 is 381"},
+    {"match": "is_palindrome", "reply": "```python\ndef is_palindrome(s):\n    return s == s[::-1]\n```"},
+    {"match": "passphrase for the vault?", "reply": "The vault has no passphrase."},
+]
+
+
+@pytest.mark.parametrize("answers, code, failing", [
+    (INSTRUCT_RIGHT, 0, set()),
+    (INSTRUCT_WRONG, 1, {"json-schema", "tool-call", "multi-turn-recall", "arithmetic", "coding", "needle"}),
+    (None, 1, {"json-schema", "tool-call", "multi-turn-recall", "arithmetic", "coding", "needle"}),
+], ids=["right", "broken-launch", "nonsense"])
+def test_the_bundled_instruct_suite_passes_a_competent_model_and_fails_a_broken_one(
+    simulator: SimFactory, tmp_path: Path, answers: list[dict[str, Any]] | None, code: int, failing: set[str]
+) -> None:
+    args = ["--ttft-ms", "1", "--itl-ms", "1"]
+    if answers is not None:
+        script = tmp_path / "script.yaml"
+        script.write_text(yaml.safe_dump(answers))
+        args += ["--script", str(script)]
+    else:  # the simulator's own nonsense ("tok0 tok1 ..."), response formats and tools ignored
+        args += ["--ignore-formats"]
+    url = simulator(*args)
+    result = run_cli("canary", "--endpoint", url, "--suite", "instruct", "--out", str(tmp_path / "out"))
+    assert result.returncode == code, result.stdout + result.stderr
+    verdicts = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()
+                if line.startswith(("PASS", "FAIL"))}
+    assert len(verdicts) == 7 and {case for case, v in verdicts.items() if v == "FAIL"} == failing

@@ -67,6 +67,7 @@ from passport.audit._units import parse_duration_s, parse_fraction
 from passport.audit._validity import RunFacts, evaluate, verdict_of
 from passport.audit._verify import diff_values, read_passport_json, verify_run
 from passport.audit._versions import DERIVED_VALIDITY_SINCE, SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._views import TOOLS, ToolFigure, ToolView, tool_view
 
 __all__ = [
     "COUNT_NAMES",
@@ -117,6 +118,10 @@ __all__ = [
     "load_table",
     "EXPORT_TABLES",
     "export_table",
+    "TOOLS",
+    "ToolFigure",
+    "ToolView",
+    "tool_view",
     "numeric_column",
     "object_column",
     "offered_and_achieved_rates",

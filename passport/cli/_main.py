@@ -24,6 +24,7 @@ from passport.cli import (
     _cmd_probe,
     _cmd_recover,
     _cmd_run,
+    _cmd_show,
     _cmd_sweep,
     _cmd_verify,
     _cmd_workload,
@@ -58,7 +59,7 @@ examples:
 COMMANDS: dict[str, ModuleType] = {
     "run": _cmd_run, "sweep": _cmd_sweep, "canary": _cmd_canary, "workload": _cmd_workload, "probe": _cmd_probe,
     "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
-    "compare": _cmd_compare, "export": _cmd_export,
+    "compare": _cmd_compare, "show": _cmd_show, "export": _cmd_export,
 }
 
 

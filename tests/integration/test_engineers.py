@@ -187,3 +187,66 @@ def test_endpoint_on_a_launching_spec_attaches_to_the_running_server(
     spec.write_text(spec.read_text().replace("port:", "health_timeout_s: 5\n  # port:"))
     unplaced = run_cli("run", str(spec), "--no-launch", "--out", str(tmp_path / "none"))
     assert unplaced.returncode == 2 and "pass --endpoint URL of the running server" in unplaced.stderr
+
+
+def _figures(stdout: str) -> dict[str, tuple[float, ...]]:
+    """{figure: (mean, median, p99)} from `passport show --as` (a rate has its mean only)."""
+    import re
+
+    rows = {}
+    for line in stdout.splitlines()[2:]:
+        name, *cells = re.split(r"\s{2,}", line.strip())
+        rows[name] = tuple(float(x.replace(",", "")) for x in cells[:3] if x != "—")
+    return rows
+
+
+def test_each_tools_view_gives_the_figures_its_definitions_imply_for_a_scripted_stream(
+    simulator: SimFactory, tmp_path: Path
+) -> None:
+    import pandas as pd
+
+    from tests.conftest import only_run_dir
+
+    # the simulator sends the role chunk at once, the 1st of 6 tokens at 40 ms, then one every 10 ms
+    url = simulator("--ttft-ms", "40", "--itl-ms", "10")
+    result = run_cli("run", "--endpoint", url, *FLAGS[:4], "--output-len", "6", *FLAGS[8:],
+                     "--concurrency", "1", "--num-prompts", "10", "--out", str(tmp_path / "o"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "o")
+    views = {}
+    for tool in ("vllm", "sglang", "aiperf", "guidellm"):
+        shown = run_cli("show", str(run), "--as", tool)
+        assert shown.returncode == 0, shown.stderr
+        views[tool] = _figures(shown.stdout)
+
+    def near(value: float, want: float, within: float = 0.15) -> bool:
+        return abs(value - want) <= within * want
+
+    vllm, sglang, aiperf, guidellm = (views[t] for t in ("vllm", "sglang", "aiperf", "guidellm"))
+    # vLLM: TTFT at the role chunk, so its TPOT spreads 90 ms over 5 tokens
+    assert vllm["TTFT"][1] < 10 and near(vllm["TPOT"][1], 90 / 5) and near(vllm["E2EL"][1], 90)
+    assert near(vllm["ITL"][1], 10)
+    # SGLang and AIPerf: TTFT at the first content, TPOT the 10 ms the script spaces tokens by
+    assert near(sglang["TTFT"][1], 40) and near(sglang["TPOT"][1], 10) and near(sglang["E2E Latency"][1], 90)
+    assert near(aiperf["Inter Token Latency"][1], 10) and near(aiperf["Request Latency"][1], 90)
+    # guidellm: time per output token includes TTFT: 90 ms over 6 tokens
+    assert near(guidellm["time_per_output_token_ms"][1], 90 / 6) and near(guidellm["inter_token_latency_ms"][1], 10)
+
+    # the same from the raw logs, by hand: vLLM's TTFT is the first event with choices less (sent - connect)
+    requests = pd.read_parquet(run / "requests.parquet")
+    chunks = pd.read_parquet(run / "chunks.parquet")
+    ok = requests[(requests.phase == "measure") & requests.outcome.isin(["ok", "truncated"])].set_index("request_id")
+    start = ok.sent_ns - ok.connect_ns.fillna(0)
+    first = chunks[chunks.kind.astype(str).isin(["empty", "content", "reasoning", "tool_call"])].groupby(
+        "request_id").recv_ns.min()
+    by_hand = ((first.loc[ok.index] - start) / 1e6).to_numpy()
+    assert abs(float(pd.Series(by_hand).median()) - vllm["TTFT"][1]) < 0.001
+    wall_s = (ok.end_ns.max() - start.min()) / 1e9
+    assert abs(len(ok) / wall_s - vllm["Request throughput"][0]) < 0.001
+
+
+def test_show_offers_every_tool_the_auditor_can_view() -> None:
+    from passport.audit import TOOLS
+    from passport.cli._cmd_show import _TOOLS
+
+    assert _TOOLS == TOOLS  # kept apart so `passport --help` does not import pyarrow

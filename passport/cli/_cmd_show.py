@@ -1,0 +1,62 @@
+"""`passport show RUN_DIR [--as TOOL]`: a run's headline, or its raw logs under another tool's definitions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+
+__all__ = ["add", "main"]
+
+_TOOLS = ("vllm", "sglang", "aiperf", "guidellm")  # passport.audit.TOOLS, unimported
+
+
+def add(sub: Any, epilog: str) -> None:
+    show = sub.add_parser(
+        "show", help="print a run's headline, or its figures as vLLM, SGLang, AIPerf or guidellm define them",
+        description="Print a run's headline figures; with --as TOOL, recompute the raw logs under that tool's own "
+                    "definitions (read from its source: where its clock starts, which event is the first token, "
+                    "where a request ends, how TPOT divides) beside passport's nearest figure and what differs, so "
+                    "a passport lines up with a number from the tool you used last week. README: \"Other tools' "
+                    "numbers\".",
+        epilog="examples:\n  passport show results/my-run\n  passport show results/my-run --as vllm",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    show.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    show.add_argument("--as", dest="tool", choices=_TOOLS, help="summarize as this tool defines its figures")
+
+
+def _num(value: float | None) -> str:
+    return "—" if value is None else f"{value:,.3f}"
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    from passport._errors import RunFolderError
+    from passport.audit import tool_view
+
+    path = args.run_dir / "passport.json"
+    try:
+        passport: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise RunFolderError(f"cannot read {path}: {exc}; is {args.run_dir} a run folder?") from None
+    if args.tool is None:
+        from passport.model import Passport
+        from passport.report import headline_lines
+
+        for line in headline_lines(Passport.model_validate(passport)):
+            print(line)
+        return ExitCode.OK
+    api = str(passport.get("protocol", {}).get("effective", {}).get("endpoint", {}).get("api", "chat"))
+    view = tool_view(args.run_dir, args.tool, api)
+    print(f"{passport.get('name', args.run_dir.name)} as {args.tool} defines its figures "
+          f"({view.requests} measured successful requests, endpoint.api {api})")
+    width = max(len(f.name) for f in view.figures)
+    print(f"{'figure':<{width}}  {'mean':>12}  {'median':>12}  {'p99':>12}  unit    nearest passport figure; "
+          "what differs")
+    for f in view.figures:
+        print(f"{f.name:<{width}}  {_num(f.mean):>12}  {_num(f.median):>12}  {_num(f.p99):>12}  {f.unit:<6}  "
+              f"{f.passport}; {f.differs}")
+    return ExitCode.OK

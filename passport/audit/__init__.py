@@ -51,7 +51,7 @@ from passport.audit._metrics import (
     request_latencies,
     stat,
 )
-from passport.audit._results import RunData, compute_results, per_request_samples, read_run
+from passport.audit._results import RunData, compute_results, per_request_samples, read_run, tokens_per_s_per_user
 from passport.audit._server_stats import server_summary
 from passport.audit._slo import requests_meeting
 from passport.audit._types import (
@@ -122,6 +122,7 @@ __all__ = [
     "ToolFigure",
     "ToolView",
     "tool_view",
+    "tokens_per_s_per_user",
     "numeric_column",
     "object_column",
     "offered_and_achieved_rates",

@@ -52,7 +52,7 @@ from passport.audit._types import (
     WindowFigures,
 )
 
-__all__ = ["compute_results", "per_request_samples", "RunData", "read_run"]
+__all__ = ["compute_results", "per_request_samples", "RunData", "read_run", "tokens_per_s_per_user"]
 
 _NO_PEAK = ("no engine process was launched by the harness and no GPU memory was sampled (NVML, a DCGM "
             "exporter or TRT-LLM's /metrics)")
@@ -294,3 +294,15 @@ def per_request_samples(run: Path | RunData, metric_ids: tuple[str, ...]) -> dic
             values = data.latencies[metric][keep][order]
             samples[metric] = [values[np.isfinite(values)]]
     return samples
+
+
+def tokens_per_s_per_user(requests: pa.Table) -> np.ndarray:
+    """Per successful measured request: completion tokens / (end - first token), in tokens/s
+    (the decode speed one user sees); NaN where a request has no first token or one token."""
+    ok = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES) & (
+        object_column(requests, "phase") == "measure")
+    tokens = numeric_column(requests, "completion_tokens")[ok]
+    decode_s = (numeric_column(requests, "end_ns")[ok] - numeric_column(requests, "first_token_ns")[ok]) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rate = np.where((decode_s > 0) & (tokens > 1), tokens / decode_s, np.nan)
+    return np.asarray(rate[np.isfinite(rate)], dtype=np.float64)

@@ -16,7 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from passport.audit import parse_duration_s
+import numpy as np
+
+from passport.audit import load_table, parse_duration_s, tokens_per_s_per_user
 from passport.model import Passport, SweepSpec
 
 __all__ = ["LevelResult", "SweepOutcome", "summarize_level", "stop_reason", "saturation", "knee",
@@ -43,6 +45,7 @@ class LevelResult:
     achieved_fraction: float | None
     slo_met: bool | None
     goodput_rps: float | None
+    tokens_per_s_per_user_p50: float | None = None
 
 
 @dataclass
@@ -87,7 +90,15 @@ def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
         achieved_fraction=float(achieved) if isinstance(achieved, (int, float)) else None,
         slo_met=None if p.results.slo is None else p.results.slo.met,
         goodput_rps=get("goodput.requests_per_s", "mean"),
+        tokens_per_s_per_user_p50=_median_speed(folder),
     )
+
+
+def _median_speed(folder: Path) -> float | None:
+    """The level's median tokens/s per user, from its raw requests (None without any)."""
+    requests = load_table(folder, "requests", figures_only=True)
+    rate = tokens_per_s_per_user(requests) if requests is not None else np.zeros(0)
+    return float(np.median(rate)) if len(rate) else None
 
 
 def stop_reason(sweep: SweepSpec, vary: str, level: LevelResult) -> str | None:

@@ -1,15 +1,18 @@
 """Plots for reports, as PNG bytes (matplotlib's object API with the Agg canvas: no pyplot state,
 no display needed).
 
-- `latency_cdfs`: empirical CDFs of TTFT, ITL and E2E, one curve per run (a run, or the runs of
-  a comparison side by side), drawn from the same samples the results count.
+- `latency_cdfs`: step ECDFs of TTFT, ITL and E2E with p50/p90/p99 marked, one curve per run (a
+  run, or the runs of a comparison side by side), drawn from the same samples the results count.
+- `per_request`: each successful measured request as a point: TTFT and TPOT over the run, TTFT
+  against input length, and the ECDF of tokens/s per user (completion tokens / (e2e - TTFT)).
 - `timeline`: requests in flight, output throughput, and (when sampled) KV-cache usage and engine
   memory over the run's clock, with the measurement windows shaded.
-- `sweep_curve`: latency against achieved throughput per load level, the knee and the
-  saturation point marked.
+- `sweep_curve`: latency by load level, throughput by load level with the knee and the
+  saturation point drawn apart, and throughput against tokens/s per user (the trade-off).
 
-A CDF is drawn through at most 2,000 quantiles: exact at screen resolution, cheap for a million
-ITL gaps.
+An ECDF is exact (one step per sample) up to 4,000 samples, and drawn through 2,000 quantiles
+beyond: exact at screen resolution, cheap for a million ITL gaps. Percentile markers use numpy's
+linear percentile, as the results do.
 """
 
 from __future__ import annotations
@@ -24,13 +27,15 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from passport.audit import SUCCESS_OUTCOMES, numeric_column, object_column
+from passport.audit import SUCCESS_OUTCOMES, numeric_column, object_column, tokens_per_s_per_user
 
-__all__ = ["CDF_METRICS", "SweepPoint", "latency_cdfs", "timeline", "sweep_curve"]
+__all__ = ["CDF_METRICS", "SweepPoint", "latency_cdfs", "per_request", "timeline", "sweep_curve"]
 
 CDF_METRICS = ("ttft.any", "itl.chunk", "e2e")
 _TITLES = {"ttft.any": "TTFT", "itl.chunk": "inter-token latency (chunk gaps)", "e2e": "end-to-end latency"}
 _QUANTILES = np.linspace(0.0, 1.0, 2000)
+_EXACT_ECDF = 4000
+_MARKED = (50, 90, 99)
 
 
 def _png(fig: Figure) -> bytes:
@@ -38,6 +43,27 @@ def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     return buffer.getvalue()
+
+
+def _ecdf(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y) of the empirical CDF as steps: y jumps to k/n at the k-th smallest value."""
+    if len(values) <= _EXACT_ECDF:
+        x = np.sort(values)
+        y = np.arange(1, len(x) + 1) / len(x)
+    else:
+        x = np.quantile(values, _QUANTILES, method="inverted_cdf")
+        y = _QUANTILES
+    return np.r_[x[0], x], np.r_[0.0, y]
+
+
+def _step_ecdf(ax: Axes, values: np.ndarray, label: str, unit: str, marked: tuple[int, ...] = _MARKED) -> None:
+    x, y = _ecdf(values)
+    (line,) = ax.step(x, y, where="post", label=f"{label} (n={len(values)})", linewidth=1.4)
+    for p in marked:
+        v = float(np.percentile(values, p))
+        ax.plot([v], [p / 100.0], marker="o", markersize=4, color=line.get_color())
+        ax.annotate(f"p{p} {v:.3g} {unit}", (v, p / 100.0), fontsize=7, textcoords="offset points",
+                    xytext=(4, -9 if p == 99 else -3), color=line.get_color())
 
 
 def latency_cdfs(series: dict[str, dict[str, np.ndarray]]) -> bytes:
@@ -50,18 +76,56 @@ def latency_cdfs(series: dict[str, dict[str, np.ndarray]]) -> bytes:
             values = samples.get(metric)
             if values is None or not len(values):
                 continue
-            ms = np.quantile(values, _QUANTILES) * 1000.0
-            ax.plot(ms, _QUANTILES, label=f"{label} (n={len(values)})", linewidth=1.6)
+            _step_ecdf(ax, values * 1000.0, label, "ms")
             drawn = True
         ax.set_title(_TITLES[metric])
         ax.set_xlabel("ms")
         ax.set_ylabel("fraction of samples")
-        ax.set_ylim(0, 1.0)
+        ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
         if drawn:
             ax.legend(fontsize=8, loc="lower right")
         else:
             ax.text(0.5, 0.5, "no samples", ha="center", va="center", transform=ax.transAxes)
+    return _png(fig)
+
+
+def per_request(requests: pa.Table) -> bytes:
+    """Four panels of successful measured requests: TTFT and TPOT against send time, TTFT against
+    input tokens (server-counted, else the client's count, else the target), and the ECDF of
+    tokens/s per user with p10/p50/p90 marked (the slow tail is the low one)."""
+    ok = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES) & (
+        object_column(requests, "phase") == "measure")
+    sent = numeric_column(requests, "sent_ns")[ok]
+    first = numeric_column(requests, "first_token_ns")[ok]
+    last = numeric_column(requests, "last_token_ns")[ok]
+    tokens = numeric_column(requests, "completion_tokens")[ok]
+    ttft_ms = (first - sent) / 1e6
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpot_ms = np.where(tokens > 1, (last - first) / (tokens - 1) / 1e6, np.nan)
+    inputs = numeric_column(requests, "prompt_tokens")[ok]
+    for fallback in ("input_tokens_client", "input_tokens_target"):
+        inputs = np.where(np.isfinite(inputs), inputs, numeric_column(requests, fallback)[ok])
+    fig = Figure(figsize=(12, 6.4), layout="constrained")
+    (ax_ttft, ax_tpot), (ax_len, ax_tps) = fig.subplots(2, 2)
+    t_s = sent / 1e9
+    ax_ttft.scatter(t_s, ttft_ms, s=6, alpha=0.6)
+    ax_ttft.set(title="TTFT of each request", xlabel="sent (s since t0)", ylabel="TTFT (ms)")
+    ax_tpot.scatter(t_s, tpot_ms, s=6, alpha=0.6, color="tab:orange")
+    ax_tpot.set(title="TPOT of each request", xlabel="sent (s since t0)", ylabel="TPOT (ms per token)")
+    ax_len.scatter(inputs, ttft_ms, s=6, alpha=0.6, color="tab:purple")
+    ax_len.set(title="TTFT against input length", xlabel="input tokens", ylabel="TTFT (ms)")
+    rate = tokens_per_s_per_user(requests)
+    if len(rate):
+        _step_ecdf(ax_tps, rate, "requests", "tok/s", marked=(10, 50, 90))
+        ax_tps.legend(fontsize=8, loc="lower right")
+    else:
+        ax_tps.text(0.5, 0.5, "no request with two or more tokens", ha="center", va="center",
+                    transform=ax_tps.transAxes)
+    ax_tps.set(title="tokens/s per user: completion tokens / (e2e - TTFT)", xlabel="tokens/s",
+               ylabel="fraction of requests", ylim=(0, 1.02))
+    for ax in (ax_ttft, ax_tpot, ax_len, ax_tps):
+        ax.grid(alpha=0.3)
     return _png(fig)
 
 
@@ -156,7 +220,8 @@ def timeline(requests: pa.Table, chunks: pa.Table | None, telemetry: pa.Table | 
 
 @dataclass(frozen=True)
 class SweepPoint:
-    """One load level of a sweep: the offered load, what was achieved, and its latencies (s)."""
+    """One load level of a sweep: the offered load, what was achieved, its latencies (s) and the
+    median tokens/s per user."""
 
     load: float
     throughput_rps: float | None
@@ -164,38 +229,52 @@ class SweepPoint:
     ttft_p99_s: float | None
     itl_p50_s: float | None
     meets_slo: bool | None
+    tokens_per_s_per_user_p50: float | None = None
 
 
 def sweep_curve(points: list[SweepPoint], load_label: str, knee: float | None,
                 saturation: float | None) -> bytes:
-    """Latency (TTFT p50/p99, ITL p50) against achieved requests/s, one marker per level."""
-    fig = Figure(figsize=(10, 4.2), layout="constrained")
-    ax_lat, ax_thr = fig.subplots(1, 2)
-    drawn = [p for p in points if p.throughput_rps is not None]
+    """Three panels, levels in load order: latency by offered load (it cannot fold back, as a
+    curve against achieved throughput does past saturation); throughput by load with the knee
+    (green dashed, triangle) and saturation (red dotted, square) drawn apart even on one level;
+    throughput against median tokens/s per user, each point labelled with its load."""
+    fig = Figure(figsize=(15, 4.4), layout="constrained")
+    ax_lat, ax_thr, ax_trade = fig.subplots(1, 3)
+    drawn = sorted((p for p in points if p.throughput_rps is not None), key=lambda p: p.load)
+    loads = [p.load for p in drawn]
     x = [p.throughput_rps for p in drawn]
     for attr, label in (("ttft_p50_s", "TTFT p50"), ("ttft_p99_s", "TTFT p99"), ("itl_p50_s", "ITL p50")):
         y = [getattr(p, attr) * 1000.0 if getattr(p, attr) is not None else np.nan for p in drawn]
-        ax_lat.plot(x, y, marker="o", label=label)
-    for p in drawn:
-        ax_lat.annotate(f"{p.load:g}", (p.throughput_rps or 0.0, (p.ttft_p99_s or 0.0) * 1000.0), fontsize=7,
-                        textcoords="offset points", xytext=(3, 3))
-    ax_lat.set_xlabel("achieved throughput (requests/s)")
-    ax_lat.set_ylabel("latency (ms)")
-    ax_lat.set_yscale("log")
-    ax_lat.set_title("latency vs throughput (labels: offered load)")
+        ax_lat.plot(loads, y, marker="o", label=label)
+    ax_lat.set(xlabel=load_label, ylabel="latency (ms)", yscale="log", title="latency by load level")
     ax_lat.legend(fontsize=8)
-    loads = [p.load for p in drawn]
-    ax_thr.plot(loads, x, marker="o", label="achieved")
+    ax_thr.plot(loads, x, marker="o", color="tab:blue", zorder=2, label="achieved")
     colours = ["tab:green" if p.meets_slo else "tab:red" if p.meets_slo is False else "tab:gray" for p in drawn]
     ax_thr.scatter(loads, x, c=colours, zorder=3)
+    by_load = {p.load: p.throughput_rps for p in drawn}
     if knee is not None:
-        ax_thr.axvline(knee, color="tab:green", linestyle="--", label=f"knee (highest load meeting the SLO): {knee:g}")
+        ax_thr.axvline(knee, color="tab:green", linestyle="--", linewidth=1.4)
+        ax_thr.plot([knee], [by_load.get(knee, np.nan)], marker="^", markersize=13, color="tab:green",
+                    linestyle="none", zorder=4, label=f"knee (highest load meeting the SLO): {knee:g}")
     if saturation is not None:
-        ax_thr.axvline(saturation, color="tab:red", linestyle=":", label=f"saturation: {saturation:g}")
-    ax_thr.set_xlabel(load_label)
-    ax_thr.set_ylabel("achieved throughput (requests/s)")
-    ax_thr.set_title("throughput by load level (green: SLO met)")
+        ax_thr.axvline(saturation, color="tab:red", linestyle=":", linewidth=2.0)
+        ax_thr.plot([saturation], [by_load.get(saturation, np.nan)], marker="s", markersize=8, color="tab:red",
+                    markerfacecolor="none", markeredgewidth=2, linestyle="none", zorder=5,
+                    label=f"saturation: {saturation:g}")
+    ax_thr.set(xlabel=load_label, ylabel="achieved throughput (requests/s)",
+               title="throughput by load level (green: SLO met)")
     ax_thr.legend(fontsize=8)
-    for ax in (ax_lat, ax_thr):
+    trade = [p for p in drawn if p.tokens_per_s_per_user_p50 is not None]
+    if trade:
+        ax_trade.plot([p.tokens_per_s_per_user_p50 for p in trade], [p.throughput_rps for p in trade], marker="o")
+        for p in trade:
+            ax_trade.annotate(f"{p.load:g}", (p.tokens_per_s_per_user_p50 or 0.0, p.throughput_rps or 0.0),
+                              fontsize=8, textcoords="offset points", xytext=(4, 4))
+    else:
+        ax_trade.text(0.5, 0.5, "no level with tokens/s per user", ha="center", va="center",
+                      transform=ax_trade.transAxes)
+    ax_trade.set(xlabel="tokens/s per user (median)", ylabel="achieved throughput (requests/s)",
+                 title="throughput against speed per user (labels: load)")
+    for ax in (ax_lat, ax_thr, ax_trade):
         ax.grid(alpha=0.3)
     return _png(fig)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples
+from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples, tokens_per_s_per_user
 from passport.model import Passport, Stat
 from passport.report._doc import (
     LAYOUT_KEY,
@@ -29,7 +29,7 @@ from passport.report._doc import (
     Verdict,
     render_reports,
 )
-from passport.report._plots import CDF_METRICS, latency_cdfs, timeline
+from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline
 
 __all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
            "ms"]
@@ -293,10 +293,20 @@ def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
     windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
                if w.start_ns is not None and w.end_ns is not None]
     png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
+    rate = tokens_per_s_per_user(requests)
+    speed = (f"Tokens/s per user (completion tokens / (e2e - TTFT), the decode speed one user sees; "
+             f"{len(rate)} successful measured requests with two or more tokens): p10 {np.percentile(rate, 10):.1f}, "
+             f"p50 {np.percentile(rate, 50):.1f}, p90 {np.percentile(rate, 90):.1f}." if len(rate) else
+             "Tokens/s per user: no successful measured request with two or more tokens.")
     return [
         Heading("Plots"),
+        Para(speed),
         Image("latency_cdf.png", latency_cdfs(series),
-              "Latency CDFs of successful measured requests (the samples the results count)."),
+              "Latency ECDFs of successful measured requests (the samples the results count), p50/p90/p99 "
+              "marked."),
+        Image("per_request.png", per_request(requests),
+              "Each successful measured request: TTFT and TPOT over the run, TTFT against input length, and "
+              "tokens/s per user."),
         Image("timeline.png", png, "Requests in flight and output throughput over the run; shaded: measurement "
                                    "windows. " + " ".join(f"Note: {n}." for n in notes)),
     ]

@@ -38,14 +38,15 @@ def _row(lv: LevelResult) -> list[str]:
 def sweep_blocks(outcome: SweepOutcome, spec: RunSpec) -> list[Block]:
     """The sweep report: knee and saturation first, the curve, then one row per level."""
     load_label = "offered rate (requests/s)" if outcome.vary == "rate" else "concurrency (requests in flight)"
-    points = [SweepPoint(lv.load, lv.throughput_rps, lv.ttft_p50_s, lv.ttft_p99_s, lv.itl_p50_s, lv.slo_met)
-              for lv in outcome.levels]
+    points = [SweepPoint(lv.load, lv.throughput_rps, lv.ttft_p50_s, lv.ttft_p99_s, lv.itl_p50_s, lv.slo_met,
+                         lv.tokens_per_s_per_user_p50) for lv in outcome.levels]
     blocks: list[Block] = [Para("**" + "**; **".join(summary_lines(outcome)) + "**")]
     if spec.slo:
         blocks.append(Para(f"SLO: {', '.join(f'`{k} <= {v}`' for k, v in spec.slo.items())}."))
     if outcome.levels:
         blocks.append(Image("sweep_curve.png", sweep_curve(points, load_label, outcome.knee, outcome.saturation),
-                            "Latency against achieved throughput per level, and throughput by offered load."))
+                            "Latency and throughput by load level (knee: green triangle; saturation: red square), and "
+                            "throughput against the median tokens/s per user."))
     blocks += [Heading("Levels"),
                Table(["load", "verdict", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "ITL p50 ms",
                       "E2E p99 ms", "errors", "achieved", "SLO", "goodput req/s", "run folder (levels/)"],

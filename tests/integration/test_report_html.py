@@ -64,9 +64,9 @@ def test_run_report_renders_in_chromium_with_every_plot(
     run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
     run = only_run_dir(tmp_path / "out")
     page = run / "report.html"
-    assert (run / "plots" / "latency_cdf.png").stat().st_size > 10_000
+    assert all((run / "plots" / name).stat().st_size > 10_000 for name in ("latency_cdf.png", "per_request.png"))
     fields = browser_probe(page, tmp_path)
-    assert fields["images"] == "2" and fields["loaded"] == "2" and fields["errors"] == "0"
+    assert fields["images"] == "3" and fields["loaded"] == "3" and fields["errors"] == "0"  # CDFs, per request, timeline
     assert fields["verdict"] == "Result is: INVALID"  # 1 in 9 requests fails: error rate above 1 %
     text = page.read_text()
     assert "FAIL <code>error_rate</code>" in text and "SLO" in text

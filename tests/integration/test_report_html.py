@@ -66,7 +66,8 @@ def test_run_report_renders_in_chromium_with_every_plot(
     page = run / "report.html"
     assert all((run / "plots" / name).stat().st_size > 10_000 for name in ("latency_cdf.png", "per_request.png"))
     fields = browser_probe(page, tmp_path)
-    assert fields["images"] == "3" and fields["loaded"] == "3" and fields["errors"] == "0"  # CDFs, per request, timeline
+    # three images: the ECDFs, the per-request points, the timeline
+    assert fields["images"] == "3" and fields["loaded"] == "3" and fields["errors"] == "0"
     assert fields["verdict"] == "Result is: INVALID"  # 1 in 9 requests fails: error rate above 1 %
     text = page.read_text()
     assert "FAIL <code>error_rate</code>" in text and "SLO" in text

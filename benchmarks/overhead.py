@@ -5,6 +5,8 @@ with its send time) from clients pinned to CPU 0, each in its own process:
 - `bare`: an asyncio Protocol that only timestamps each read into an array('q') (the floor);
 - `passport`: the full pipeline (HttpClient + httptools + SSE splitting + summarize + Parquet
   recording through the Runner and TableWriters);
+- `live`: the same with the CLI's live progress line (running TTFT/TPOT percentiles, tokens/s)
+  drawn by rich to a terminal it believes it has (its refresh thread's CPU counted);
 - `aiohttp`: aiohttp + uvloop reading lines, as vLLM's, SGLang's and AIPerf's clients do.
 
 For each it prints the client's CPU us per chunk (process CPU time over the streaming phase, writer
@@ -31,6 +33,7 @@ import tempfile
 import time
 from array import array
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -38,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 _now = time.perf_counter_ns
 _STAMP = re.compile(rb'"t":(\d+)}')
-CLIENTS = ("bare", "passport", "aiohttp")
+CLIENTS = ("bare", "passport", "live", "aiohttp")
 BODY = b'{"model":"bench","messages":[{"role":"user","content":"hi"}],"max_tokens":%d,"stream":true}'
 
 
@@ -117,7 +120,21 @@ async def _aiohttp(port: int, streams: int, chunks: int) -> tuple[int, np.ndarra
     return len(lines), np.frombuffer(times, dtype=np.int64) - stamps, cpu
 
 
-async def _passport(port: int, streams: int, chunks: int) -> tuple[int, np.ndarray, float]:
+async def _live(port: int, streams: int, chunks: int) -> tuple[int, np.ndarray, float]:
+    import io
+
+    from rich.console import Console
+
+    from passport.cli._shared import RichProgress
+
+    bar = RichProgress(streams, console=Console(file=io.StringIO(), force_terminal=True, width=160))
+    try:
+        return await _passport(port, streams, chunks, progress=bar)
+    finally:
+        bar.stop()
+
+
+async def _passport(port: int, streams: int, chunks: int, progress: Any = None) -> tuple[int, np.ndarray, float]:
     import orjson
     import pyarrow.parquet as pq
 
@@ -143,7 +160,8 @@ async def _passport(port: int, streams: int, chunks: int) -> tuple[int, np.ndarr
     requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256)
     chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192)
     t0 = _now()
-    runner = Runner(client, "chat", load, schedule, [prepared] * streams, requests_w, chunks_w, t0, asyncio.Event())
+    runner = Runner(client, "chat", load, schedule, [prepared] * streams, requests_w, chunks_w, t0, asyncio.Event(),
+                    progress=progress)
     cpu0 = _cpu_s()
     await client.start()
     await runner.run()
@@ -154,7 +172,7 @@ async def _passport(port: int, streams: int, chunks: int) -> tuple[int, np.ndarr
     t_close = _now()
     requests_w.close()
     chunks_w.close()
-    print(json.dumps({"finalize_ms": (_now() - t_close) / 1e6}), file=sys.stderr)
+    print(json.dumps({"finalize_ms": (_now() - t_close) / 1e6}), file=sys.__stderr__)  # past rich's redirect
     table = pq.read_table(folder / "chunks.parquet")
     kinds = table.column("kind").to_pylist()
     data = table.column("data").to_pylist()
@@ -173,7 +191,7 @@ def _client_main(args: argparse.Namespace) -> None:
         pass
     import uvloop
 
-    fn = {"bare": _bare, "aiohttp": _aiohttp, "passport": _passport}[args.client]
+    fn = {"bare": _bare, "aiohttp": _aiohttp, "passport": _passport, "live": _live}[args.client]
     n, lags, cpu = uvloop.run(fn(args.port, args.streams, args.chunks))
     print(json.dumps({"chunks": n, "cpu_us_per_chunk": cpu / max(n, 1) * 1e6,
                       "lag_p50_ms": float(np.percentile(lags, 50)) / 1e6,
@@ -223,7 +241,7 @@ def main() -> None:
                 chunks = int(args.seconds * 100) if mode == "paced" else 128_000 // streams
                 rate = f"{streams * 100:,}" if mode == "paced" else "max"
                 runs: dict[str, list[dict[str, float]]] = {c: [] for c in CLIENTS}
-                finalize: list[float] = []
+                finalize: dict[str, list[float]] = {"passport": [], "live": []}
                 for _ in range(args.repeats):
                     for client in CLIENTS:  # interleaved, so slow spells hit every client alike
                         out = subprocess.run([sys.executable, __file__, "--client", client, "--port", str(port),
@@ -232,8 +250,8 @@ def main() -> None:
                         if out.returncode != 0:
                             raise RuntimeError(f"{client} failed: {out.stderr.strip()[-500:]}")
                         runs[client].append(json.loads(out.stdout))
-                        if client == "passport":
-                            finalize.append(json.loads(out.stderr.strip().splitlines()[-1])["finalize_ms"])
+                        if client in finalize:
+                            finalize[client].append(json.loads(out.stderr.strip().splitlines()[-1])["finalize_ms"])
                 med = {c: {k: float(np.median([r[k] for r in rs])) for k in rs[0]} for c, rs in runs.items()}
                 low = {c: min(r["cpu_us_per_chunk"] for r in rs) for c, rs in runs.items()}
                 for client in CLIENTS:
@@ -241,7 +259,7 @@ def main() -> None:
                     ratio = low[client] / low["bare"]
                     lag50 = f"{r['lag_p50_ms']:.3f}" if mode == "paced" else "-"
                     lag99 = f"{r['lag_p99_ms']:.3f}" if mode == "paced" else "-"
-                    extra = f" {np.median(finalize):>11.1f}" if client == "passport" else ""
+                    extra = f" {np.median(finalize[client]):>11.1f}" if client in finalize else ""
                     print(f"{mode:<6} {streams:>7} {rate:>9} {client:<9} {low[client]:>8.2f} {ratio:>7.2f} "
                           f"{r['cpu_us_per_chunk']:>10.2f} {lag50:>10} {lag99:>10}{extra}", flush=True)
         finally:

@@ -27,7 +27,7 @@ import asyncio
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -63,9 +63,10 @@ RecordText = str  # "full" | "hashes"
 
 
 class ProgressSink(Protocol):
-    """Receives progress; called on the event loop, so it must be quick."""
+    """Receives progress after each recorded request (`row`, as written to requests.parquet;
+    not to be kept or changed); called on the event loop, so it must be quick."""
 
-    def update(self, done: int, in_flight: int, errors: int) -> None: ...
+    def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -462,7 +463,7 @@ class Runner:
         if row["outcome"] not in SUCCESS_OUTCOMES:
             self._c.errors += 1
         if self._progress is not None:
-            self._progress.update(self._c.done, self._client.in_flight, self._c.errors)
+            self._progress.update(self._c.done, self._client.in_flight, self._c.errors, row)
 
     def _chunk_batch(self, rid: int, ex: Exchange, summary: StreamSummary) -> pa.RecordBatch:
         sse = ex.sse

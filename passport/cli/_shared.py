@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
+
+from passport.cli._live import LiveFigures
 
 if TYPE_CHECKING:
     from passport.model import Override, RunSpec
@@ -157,21 +160,24 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
 
 
 class RichProgress:
-    """Adapts rich's progress bar to the runner's ProgressSink."""
+    """Adapts rich's progress bar to the runner's ProgressSink, with the live figures of
+    LiveFigures as its detail (`console`: where to draw; stderr by default)."""
 
-    def __init__(self, total: int | None) -> None:
+    def __init__(self, total: int | None, console: Any = None) -> None:
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
         self._progress = Progress(
             TextColumn("[bold]requests"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(), console=Console(stderr=True), transient=False,
+            TimeElapsedColumn(), console=console or Console(stderr=True), transient=False, refresh_per_second=2,
         )
         self._task = self._progress.add_task("run", total=total, detail="")
+        self._live = LiveFigures()
         self._progress.start()
 
-    def update(self, done: int, in_flight: int, errors: int) -> None:
-        self._progress.update(self._task, completed=done, detail=f"in flight {in_flight}, errors {errors}")
+    def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
+        self._live.add(row)
+        self._progress.update(self._task, completed=done, detail=self._live.line(in_flight, errors))
 
     def stop(self) -> None:
         self._progress.stop()

@@ -8,7 +8,7 @@ length truncations, schema failures, tool failures and completed-but-wrong answe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -76,10 +76,10 @@ class UnderLoad:
         self.done = 0
         self.results: list[CaseResult] = []
 
-    def update(self, done: int, in_flight: int, errors: int) -> None:
+    def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
         self.done = done
         if self.inner is not None:
-            self.inner.update(done, in_flight, errors)
+            self.inner.update(done, in_flight, errors, row)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.client.start()

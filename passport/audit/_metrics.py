@@ -38,12 +38,13 @@ SUCCESS_OUTCOMES = ("ok", "truncated")
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
 
 
-MetricKind = Literal["latency", "rate", "level"]
+MetricKind = Literal["latency", "rate", "level", "speed"]
 
 
 @dataclass(frozen=True)
 class MetricDef:
-    """A metric id: `kind` is latency (per-request or per-gap samples), rate or level."""
+    """A metric id: `kind` is latency (per-request or per-gap samples), rate, level, or speed
+    (per-request samples where higher is better)."""
 
     id: str
     version: int
@@ -66,6 +67,9 @@ _DEFS = [
     MetricDef("tpot", 1, "s", "latency",
               "(last token - first token) / (completion tokens - 1), per request with >= 2 tokens"),
     MetricDef("e2e", 1, "s", "latency", "end (last byte) minus sent", True),
+    MetricDef("tps.user", 1, "tokens/s", "speed",
+              "completion tokens / (end - first token), per request with >= 2 tokens: the decode speed "
+              "one user sees (higher is better; the slow tail is the low percentiles)"),
     MetricDef("e2e.sched", 1, "s", "latency", "end minus intended send time", True),
     MetricDef("dispatch_lag", 1, "s", "latency",
               "sent minus intended, less the new connection's setup time (connect_ns, the server's "

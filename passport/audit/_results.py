@@ -144,8 +144,18 @@ def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, St
     lag = latencies["dispatch_lag"]
     metrics["dispatch_lag"] = stat(lag[run.measured & np.isfinite(lag)])
     metrics["tpot"] = stat(latencies["tpot"][ok_m])
+    metrics["tps.user"] = stat(_speeds(run.requests)[ok_m])
     metrics["itl.chunk"] = stat(_pooled_itl(run))
     return metrics, inclusive
+
+
+def _speeds(requests: pa.Table) -> np.ndarray:
+    """tps.user of every request: completion tokens / (end - first token), NaN where undefined."""
+    tokens = numeric_column(requests, "completion_tokens")
+    decode_s = (numeric_column(requests, "end_ns") - numeric_column(requests, "first_token_ns")) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray = np.where((decode_s > 0) & (tokens > 1), tokens / decode_s, np.nan)
+    return out
 
 
 def _pooled_itl(run: RunData) -> np.ndarray:
@@ -297,12 +307,9 @@ def per_request_samples(run: Path | RunData, metric_ids: tuple[str, ...]) -> dic
 
 
 def tokens_per_s_per_user(requests: pa.Table) -> np.ndarray:
-    """Per successful measured request: completion tokens / (end - first token), in tokens/s
-    (the decode speed one user sees); NaN where a request has no first token or one token."""
+    """tps.user of each successful measured request (finite values only), for plots of a table
+    read on its own."""
     ok = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES) & (
         object_column(requests, "phase") == "measure")
-    tokens = numeric_column(requests, "completion_tokens")[ok]
-    decode_s = (numeric_column(requests, "end_ns")[ok] - numeric_column(requests, "first_token_ns")[ok]) / 1e9
-    with np.errstate(divide="ignore", invalid="ignore"):
-        rate = np.where((decode_s > 0) & (tokens > 1), tokens / decode_s, np.nan)
+    rate = _speeds(requests)[ok]
     return np.asarray(rate[np.isfinite(rate)], dtype=np.float64)

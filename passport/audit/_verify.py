@@ -152,12 +152,25 @@ def _state(passport: dict[str, Any]) -> RunState:
                     forced=bool(validity.get("forced")), launched_engine=bool(validity.get("launched_engine")))
 
 
+def _defined_only(results: dict[str, Any], passport: dict[str, Any]) -> dict[str, Any]:
+    """`results` with only the metrics the passport defines (protocol.metric_definitions): a
+    metric added to passport later is not expected of a passport written before it."""
+    defined = (passport.get("protocol") or {}).get("metric_definitions")
+    if not isinstance(defined, dict):
+        return results
+    for key in ("metrics", "metrics_failure_inclusive"):
+        if isinstance(results.get(key), dict):
+            results[key] = {k: v for k, v in results[key].items() if k in defined}
+    return results
+
+
 def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     """Results, counts, canaries, rules and verdict of a 1.3+ passport against `derive`."""
     derived = derive(run_dir, passport["protocol"], _state(passport))
     recomputed = json.loads(json.dumps({
         "results": derived.results, "counts": derived.counts, "canaries": derived.canaries,
         "rules": derived.rules, "verdict": derived.verdict}))
+    recomputed["results"] = _defined_only(recomputed["results"], passport)
     validity = passport.get("validity") or {}
     problems = diff_values(passport.get("results", {}), recomputed["results"])
     problems += diff_values(validity.get("counts"), recomputed["counts"], "validity.counts")
@@ -171,7 +184,7 @@ def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
 
 def _check_results(run_dir: Path, passport: dict[str, Any], version: str) -> list[str]:
     """Results of a passport older than 1.3 (its other parts carry no inputs to re-derive from)."""
-    recomputed = json.loads(json.dumps(compute_results(run_dir)))
+    recomputed = _defined_only(json.loads(json.dumps(compute_results(run_dir))), passport)
     if version in ("1.0", "1.1"):  # figures added in 1.2 were not part of these passports
         for key in RESULTS_ADDED_IN_1_2:
             recomputed.pop(key, None)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples, tokens_per_s_per_user
+from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples
 from passport.model import Passport, Stat
 from passport.report._doc import (
     LAYOUT_KEY,
@@ -136,6 +136,15 @@ def _results_blocks(p: Passport) -> list[Block]:
                Table(["metric", "repetitions", "mean", "min", "max"],
                      [[f"`{k}`", str(m[k].n), _num(m[k].mean), _num(m[k].min), _num(m[k].max)]
                       for k in _RATES if k in m])]
+    speed = m.get("tps.user")
+    if speed is not None:  # passports before it was defined have none
+        blocks += [Heading("Speed per user (tokens/s)"),
+                   Para("`tps.user`: completion tokens / (end - first token) of each successful measured request "
+                        "with two or more tokens, the decode speed one user sees; higher is better, so the slow "
+                        "tail is the minimum."),
+                   Table(["metric", "n", "min", "p50", "mean", "max"],
+                         [["`tps.user`", str(speed.n), _num(speed.min), _num(speed.p50), _num(speed.mean),
+                           _num(speed.max)]])]
     if p.results.slo is not None:
         blocks += [Heading("SLO"), Bullets(slo_lines(p))]
     discard = p.results.discard
@@ -293,14 +302,8 @@ def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
     windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
                if w.start_ns is not None and w.end_ns is not None]
     png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
-    rate = tokens_per_s_per_user(requests)
-    speed = (f"Tokens/s per user (completion tokens / (e2e - TTFT), the decode speed one user sees; "
-             f"{len(rate)} successful measured requests with two or more tokens): p10 {np.percentile(rate, 10):.1f}, "
-             f"p50 {np.percentile(rate, 50):.1f}, p90 {np.percentile(rate, 90):.1f}." if len(rate) else
-             "Tokens/s per user: no successful measured request with two or more tokens.")
     return [
         Heading("Plots"),
-        Para(speed),
         Image("latency_cdf.png", latency_cdfs(series),
               "Latency ECDFs of successful measured requests (the samples the results count), p50/p90/p99 "
               "marked."),

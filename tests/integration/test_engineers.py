@@ -244,6 +244,18 @@ def test_each_tools_view_gives_the_figures_its_definitions_imply_for_a_scripted_
     wall_s = (ok.end_ns.max() - start.min()) / 1e9
     assert abs(len(ok) / wall_s - vllm["Request throughput"][0]) < 0.001
 
+    # tokens/s per user, a passport metric: 6 tokens from the first at 40 ms to the end at 90 ms
+    import json
+
+    passport = json.loads((run / "passport.json").read_text())
+    speed = passport["results"]["metrics"]["tps.user"]
+    assert near(speed["p50"], 6 / 0.050) and speed["n"] == 10
+    by_hand = ok.completion_tokens / ((ok.end_ns - ok.first_token_ns) / 1e9)
+    assert abs(float(by_hand.median()) - speed["p50"]) < 1e-9
+    gate = run_cli("gate", str(run), "--require", "tps.user.p50 >= 100", "--require", "tps.user.min > 1000")
+    assert gate.returncode == 1 and "PASS  tps.user.p50 >= 100" in gate.stdout and "FAIL  tps.user.min" in gate.stdout
+    assert "Speed per user (tokens/s)" in (run / "report.md").read_text()
+
 
 def test_show_offers_every_tool_the_auditor_can_view() -> None:
     from passport.audit import TOOLS

@@ -80,6 +80,22 @@ def _rate(name: str, value: float, passport: str, differs: str, unit: str) -> To
     return ToolFigure(name, unit, value, None, None, passport, differs)
 
 
+def _bench_serving(ttft_ms: np.ndarray, tpot_ms: np.ndarray, itl_ms: np.ndarray, e2e_ms: np.ndarray, n: int,
+                   output_tokens: float, wall_s: float, names: tuple[str, str],
+                   notes: tuple[str, str, str, str, str]) -> list[ToolFigure]:
+    """The figures vLLM's and SGLang's bench scripts print (SGLang's derives from vLLM's), under
+    each one's names (`names`: its end-to-end figure, passport's nearest TTFT) and notes."""
+    e2e_name, ttft_twin = names
+    return [
+        _stats("TTFT", ttft_ms, ttft_twin, notes[0]),
+        _stats("TPOT", tpot_ms, "tpot", notes[1]),
+        _stats("ITL", itl_ms, "itl.chunk", notes[2]),
+        _stats(e2e_name, e2e_ms, "e2e + connect", notes[3]),
+        _rate("Request throughput", n / wall_s, "throughput req/s", "over first send to last end", "req/s"),
+        _rate("Output token throughput", output_tokens / wall_s, "throughput output tok/s", notes[4], "tok/s"),
+    ]
+
+
 def _per_request(run_dir: Path) -> tuple[pa.Table, pa.Table]:
     requests = load_table(run_dir, "requests", figures_only=True)
     chunks = load_table(run_dir, "chunks", figures_only=True)
@@ -135,36 +151,28 @@ def tool_view(run_dir: Path, tool: Tool, api: str) -> ToolView:
         first, last, gaps = firsts_lasts(_CHOICE_KINDS)
         if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
             last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
-        e2el = last - start
-        ttft = first - start
-        figures = [
-            _stats("TTFT", ttft * ms, "ttft.any + connect", "starts before connecting; the first event with choices, "
-                   "an empty role delta included"),
-            _stats("TPOT", per_token(e2el, ttft, out) * ms, "tpot", "E2EL to the last event before [DONE] (usage "
-                   "included)"),
-            _stats("ITL", gaps * ms, "itl.chunk", "gaps between events with choices, empty ones included"),
-            _stats("E2EL", e2el * ms, "e2e + connect", "ends at the last event before [DONE], not the last byte"),
-            _rate("Request throughput", len(ids) / wall_s, "throughput req/s", "over first send to last end", "req/s"),
-            _rate("Output token throughput", float(np.nansum(out)) / wall_s, "throughput output tok/s",
-                  "usage completion_tokens over the same window", "tok/s"),
-        ]
+        ttft, e2e = first - start, last - start
+        figures = _bench_serving(
+            ttft * ms, per_token(e2e, ttft, out) * ms, gaps * ms, e2e * ms, len(ids), float(np.nansum(out)), wall_s,
+            ("E2EL", "ttft.any + connect"),
+            ("starts before connecting; the first event with choices, an empty role delta included",
+             "E2EL to the last event before [DONE] (usage included)",
+             "gaps between events with choices, empty ones included",
+             "ends at the last event before [DONE], not the last byte",
+             "usage completion_tokens over the same window"))
     elif tool == "sglang":
-        first, last, gaps = firsts_lasts(("content",))
+        first, _, gaps = firsts_lasts(("content",))
         requested = requests["max_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
         tokens = np.where(np.isfinite(server), server, requested)
-        ttft = first - start
-        e2e = end - start
-        figures = [
-            _stats("TTFT", ttft * ms, "ttft.content + connect", "starts before a new connection (one per request); "
-                   "the first non-empty content, reasoning not counted"),
-            _stats("TPOT", per_token(e2e, ttft, tokens) * ms, "tpot", "E2E to the last line read; tokens from usage, "
-                   "else the requested max_tokens"),
-            _stats("ITL", gaps * ms, "itl.chunk", "gaps between content events only"),
-            _stats("E2E Latency", e2e * ms, "e2e + connect", "ends at the last line read ([DONE] included)"),
-            _rate("Request throughput", len(ids) / wall_s, "throughput req/s", "over first send to last end", "req/s"),
-            _rate("Output token throughput", float(np.nansum(tokens)) / wall_s, "throughput output tok/s",
-                  "usage, else the requested max_tokens", "tok/s"),
-        ]
+        ttft, e2e = first - start, end - start
+        figures = _bench_serving(
+            ttft * ms, per_token(e2e, ttft, tokens) * ms, gaps * ms, e2e * ms, len(ids), float(np.nansum(tokens)),
+            wall_s, ("E2E Latency", "ttft.content + connect"),
+            ("starts before a new connection (one per request); the first non-empty content, reasoning not counted",
+             "E2E to the last line read; tokens from usage, else the requested max_tokens",
+             "gaps between content events only",
+             "ends at the last line read ([DONE] included)",
+             "usage, else the requested max_tokens"))
     elif tool == "aiperf":
         first, last, gaps = firsts_lasts(_TOKEN_KINDS)
         ttft = first - start

@@ -38,10 +38,12 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15
     raise RuntimeError(f"{url} not healthy within {timeout_s} s")
 
 
-# The client's own health rules (loop lag, dispatch lag) rightly fail a run whose client was
-# starved of CPU; tests about something else declare these lenient limits so a busy machine
-# cannot fail them. The rules themselves are tested with strict limits.
-LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0}
+# The client's own health rules (loop lag, dispatch lag, CPU share) rightly fail a run whose
+# client was starved of CPU; tests about something else declare these lenient limits so a busy
+# machine cannot fail them (a 1 s sample of the client at 97 % of a core failed telemetry tests
+# on a 2-core machine, before and after this stop's changes). The rules themselves are tested
+# with strict limits.
+LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0, "max_client_cpu_share": 1.01}
 
 SimFactory = Callable[..., str]
 

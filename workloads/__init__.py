@@ -18,7 +18,7 @@ from workloads._requestset import (
     materialize,
     table_sha256,
 )
-from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_names
+from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_lines, preset_names
 from workloads._synthetic import corpus_text, synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
 from workloads._yaml import load_yaml
@@ -33,6 +33,7 @@ __all__ = [
     "data_url",
     "entry_rows",
     "png_bytes",
+    "preset_lines",
     "preset_names",
     "IMPORTED_SCHEMA",
     "ImportSpec",

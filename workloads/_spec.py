@@ -19,9 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from workloads._import import ImportSpec
 from workloads._lengths import LengthDist
+from workloads._yaml import load_yaml
 
 __all__ = ["WorkloadSpec", "SharedPrefixSpec", "SessionSpec", "DurationDist", "StructuredOutputSpec",
-           "ToolsSpec", "ImagesSpec", "MixComponent", "PRESETS_DIR", "preset_names"]
+           "ToolsSpec", "ImagesSpec", "MixComponent", "PRESETS_DIR", "preset_names", "preset_lines"]
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 
@@ -29,6 +30,15 @@ PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 def preset_names() -> list[str]:
     """The bundled presets, by name (file stem)."""
     return sorted(p.stem for p in PRESETS_DIR.glob("*.yaml"))
+
+
+def preset_lines() -> list[str]:
+    """One line per bundled preset: its name and description."""
+    lines = []
+    for name in preset_names():
+        data = load_yaml((PRESETS_DIR / f"{name}.yaml").read_bytes(), f"preset {name}") or {}
+        lines.append(f"{name:<18} {data.get('description', '')}")
+    return lines
 
 
 def _with_preset(data: Any) -> Any:

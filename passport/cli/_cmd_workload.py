@@ -25,13 +25,15 @@ def add(sub: Any, epilog: str) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport._errors import SpecError
-    from passport.model import load_spec
-    from passport.run import preset_lines, workload_summary
-
     if args.presets:
+        from workloads import preset_lines
+
         print("\n".join(preset_lines()))
         return ExitCode.OK
+    from passport._errors import SpecError
+    from passport.model import load_spec
+    from passport.run import workload_summary
+
     if args.spec is None:
         raise SpecError("give a spec (passport workload SPEC), or --presets to list the bundled presets")
     spec, _ = load_spec(args.spec)

@@ -88,18 +88,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.Namespace) -> ExitCode:
-    from harness import EngineLaunchError, HarnessError, scrub
-    from passport._errors import PassportError
-    from workloads import WorkloadError
-
     try:
         return handler(args)
-    except EngineLaunchError as exc:
-        print(f"ERROR: the engine did not start: {scrub(str(exc))}", file=sys.stderr)
-        return ExitCode.USAGE
-    except (PassportError, HarnessError, WorkloadError) as exc:
-        print(f"ERROR: {scrub(str(exc))}", file=sys.stderr)
-        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("ERROR: interrupted before anything was timed; nothing was measured", file=sys.stderr)
         return ExitCode.FAILED
@@ -108,6 +98,20 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
         # stdout at /dev/null so the interpreter's final flush does not raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
+    except Exception as exc:
+        # Our error classes are imported only now: a command that needs no load generator (capacity,
+        # --help) never loads it.
+        from harness import EngineLaunchError, HarnessError, scrub
+        from passport._errors import PassportError
+        from workloads import WorkloadError
+
+        if isinstance(exc, EngineLaunchError):
+            print(f"ERROR: the engine did not start: {scrub(str(exc))}", file=sys.stderr)
+        elif isinstance(exc, (PassportError, HarnessError, WorkloadError)):
+            print(f"ERROR: {scrub(str(exc))}", file=sys.stderr)
+        else:
+            raise
+        return ExitCode.USAGE
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:

@@ -10,8 +10,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from passport.cli._live import LiveFigures
-
 if TYPE_CHECKING:
     from passport.model import Override, RunSpec
 
@@ -172,6 +170,8 @@ class RichProgress:
             TimeElapsedColumn(), console=console or Console(stderr=True), transient=False, refresh_per_second=2,
         )
         self._task = self._progress.add_task("run", total=total, detail="")
+        from passport.cli._live import LiveFigures  # numpy: loaded when a run starts, not for --help
+
         self._live = LiveFigures()
         self._progress.start()
 

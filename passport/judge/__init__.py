@@ -6,49 +6,57 @@ never raw timings it did not get from `passport.audit`. It renders nothing (`pas
 and sends nothing (`passport.run`).
 """
 
-from passport.judge._capacity import (
-    DTYPE_BYTES,
-    Architecture,
-    Budget,
-    CapacityReport,
-    GiB,
-    KiB,
-    MiB,
-    architecture_from_config,
-    compute,
-    implied_state_per_sequence,
-    load_config,
-)
-from passport.judge._compare import (
-    INVARIANTS,
-    MIN_EFFECT,
-    Comparison,
-    MetricComparison,
-    compare_runs,
-    format_value,
-    invariant_values,
-    method_line,
-    render_comparison,
-)
-from passport.judge._gate import (
-    Condition,
-    ConditionResult,
-    GateError,
-    evaluate_gate,
-    load_gate_file,
-    parse_condition,
-)
-from passport.judge._sweep import (
-    SWEEP_VERSION,
-    LevelResult,
-    SweepOutcome,
-    auto_concurrency,
-    knee,
-    load_text,
-    saturation,
-    stop_reason,
-    summarize_level,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Loaded on first use (PEP 562): `passport capacity` needs only _capacity, not compare's model
+# and load generator.
+if TYPE_CHECKING:
+    from passport.judge._capacity import (
+        DTYPE_BYTES,
+        Architecture,
+        Budget,
+        CapacityReport,
+        GiB,
+        KiB,
+        MiB,
+        architecture_from_config,
+        compute,
+        implied_state_per_sequence,
+        load_config,
+    )
+    from passport.judge._compare import (
+        INVARIANTS,
+        MIN_EFFECT,
+        Comparison,
+        MetricComparison,
+        compare_runs,
+        format_value,
+        invariant_values,
+        method_line,
+        render_comparison,
+    )
+    from passport.judge._gate import (
+        Condition,
+        ConditionResult,
+        GateError,
+        evaluate_gate,
+        load_gate_file,
+        parse_condition,
+    )
+    from passport.judge._sweep import (
+        SWEEP_VERSION,
+        LevelResult,
+        SweepOutcome,
+        auto_concurrency,
+        knee,
+        load_text,
+        saturation,
+        stop_reason,
+        summarize_level,
+    )
 
 __all__ = [
     "DTYPE_BYTES",
@@ -87,3 +95,32 @@ __all__ = [
     "stop_reason",
     "summarize_level",
 ]
+
+_HOME = {name: module for module, names in {
+    "passport.judge._capacity": (
+        "DTYPE_BYTES", "Architecture", "Budget", "CapacityReport", "GiB", "KiB", "MiB", "architecture_from_config",
+        "compute", "implied_state_per_sequence", "load_config",
+    ),
+    "passport.judge._compare": (
+        "INVARIANTS", "MIN_EFFECT", "Comparison", "MetricComparison", "compare_runs", "format_value",
+        "invariant_values", "method_line", "render_comparison",
+    ),
+    "passport.judge._gate": (
+        "Condition", "ConditionResult", "GateError", "evaluate_gate", "load_gate_file", "parse_condition",
+    ),
+    "passport.judge._sweep": (
+        "SWEEP_VERSION", "LevelResult", "SweepOutcome", "auto_concurrency", "knee", "load_text", "saturation",
+        "stop_reason", "summarize_level",
+    ),
+}.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOME.get(name)
+    if home is None:
+        raise AttributeError(f"module 'passport.judge' has no attribute {name!r}")
+    return getattr(importlib.import_module(home), name)
+
+
+def __dir__() -> list[str]:
+    return sorted(list(globals()) + __all__)

@@ -12,7 +12,7 @@ from passport.run._execute import RunOutcome, execute
 from passport.run._identity import DECLARED_ALIASES, STANDARD_FIELDS, complete_identity, probe_endpoint
 from passport.run._plan import plan_workload, request_params, resolve_tokenizer
 from passport.run._prefix_cache import apply_prefix_cache_policy
-from passport.run._preview import preset_lines, workload_summary
+from passport.run._preview import workload_summary
 from passport.run._recover import recover
 from passport.run._replay import replay_identity
 from passport.run._stages import ProgressFactory, Say
@@ -35,7 +35,6 @@ __all__ = [
     "execute",
     "model_of",
     "plan_workload",
-    "preset_lines",
     "probe_endpoint",
     "recover",
     "replay_identity",

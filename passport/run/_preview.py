@@ -14,13 +14,12 @@ from collections import Counter
 
 import numpy as np
 import orjson
-import yaml
 
 from passport.model import RunSpec
 from passport.run._plan import plan_workload, resolve_tokenizer
-from workloads import PRESETS_DIR, RequestSet, entry_rows, load_tokenizer, preset_names
+from workloads import RequestSet, entry_rows, load_tokenizer
 
-__all__ = ["workload_summary", "preset_lines"]
+__all__ = ["workload_summary"]
 
 _BAR = 40
 
@@ -46,15 +45,6 @@ def _histogram(values: np.ndarray, label: str, bins: int = 10) -> list[str]:
     pad = max(map(len, labels))
     for count, text in zip(counts.tolist(), labels):
         lines.append(f"  {text:>{pad}} {'█' * max(0, round(count / top * _BAR)):<{_BAR}} {count}")
-    return lines
-
-
-def preset_lines() -> list[str]:
-    """One line per bundled preset: its name and description."""
-    lines = []
-    for name in preset_names():
-        data = yaml.safe_load((PRESETS_DIR / f"{name}.yaml").read_text()) or {}
-        lines.append(f"{name:<18} {data.get('description', '')}")
     return lines
 
 

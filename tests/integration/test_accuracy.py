@@ -15,7 +15,7 @@ import numpy as np
 import orjson
 import pyarrow.parquet as pq
 
-from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, SimFactory, only_run_dir, run_cli
 
 
 def test_ttft_and_itl_match_ground_truth_within_2ms_median_at_32_streams(
@@ -28,7 +28,7 @@ def test_ttft_and_itl_match_ground_truth_within_2ms_median_at_32_streams(
         "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 32},
                      "output_tokens": {"dist": "fixed", "value": 24}},
         "load": {"pattern": "closed", "concurrency": 32, "warmup": {"requests": 32}, "measure": {"requests": 192}},
-        "validity": {"max_loop_lag_p99_ms": 1000.0},  # the figures below are the test, not the verdict
+        "validity": LENIENT_CLIENT,  # the figures below are the test, not the verdict
     })
     out = tmp_path / "out"
     result = run_cli("run", str(spec), "--out", str(out), "--quiet")

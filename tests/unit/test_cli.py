@@ -56,3 +56,23 @@ def test_probe_prints_every_standard_field_with_its_source(simulator: SimFactory
     as_json = json.loads(run_cli("probe", url, "--json").stdout)
     assert as_json["model.id"] == {"value": "sim-model", "source": "probed", "via": "/v1/models"}
     assert as_json["host.logical_cores"]["source"] == "client"
+
+
+def test_commands_that_need_no_load_generator_do_not_load_it() -> None:
+    """`--help`, `capacity` from numbers and `workload --presets` start without harness, pyarrow,
+    pydantic or matplotlib (what made every command take 2 s to start)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    heavy = {"harness", "pyarrow", "pydantic", "matplotlib", "pandas", "numpy"}
+    for argv, allowed in ((["--help"], set()), (["run", "--help"], set()),
+                          (["capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "32768"],
+                           set()),
+                          (["workload", "--presets"], {"pyarrow", "pydantic", "numpy"})):
+        result = subprocess.run([sys.executable, "-X", "importtime", "-m", "passport.cli", *argv], cwd=REPO,
+                                capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr[-500:]
+        loaded = {line.rsplit("|", 1)[1].strip() for line in result.stderr.splitlines() if line.startswith("import")}
+        assert not (heavy - allowed) & loaded, (argv, sorted((heavy - allowed) & loaded))

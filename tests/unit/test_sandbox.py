@@ -11,6 +11,7 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -164,9 +165,17 @@ def test_monkeypatching_python_switches_nothing_off(host: Path) -> None:
     _host_untouched(host)
 
 
-def _processes_running(marker: str) -> list[str]:
-    done = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True, check=True)
-    return [line for line in done.stdout.splitlines() if marker in line and "ps -eo" not in line]
+def _processes_running(marker: str, within_s: float = 3.0) -> list[str]:
+    """Processes whose command line holds `marker`, once they have had `within_s` to die: the
+    kernel kills a PID namespace's processes when its init dies, but not in the same instant."""
+    deadline = time.monotonic() + within_s
+    while True:
+        done = subprocess.run(["ps", "-eo", "stat,args"], capture_output=True, text=True, check=True)
+        alive = [line for line in done.stdout.splitlines()
+                 if marker in line and "ps -eo" not in line and not line.lstrip().startswith("Z")]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
 
 
 @fault("a fork bomb, a memory, disk or output hog",

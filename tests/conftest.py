@@ -40,10 +40,11 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15
 
 # The client's own health rules (loop lag, dispatch lag, CPU share) rightly fail a run whose
 # client was starved of CPU; tests about something else declare these lenient limits so a busy
-# machine cannot fail them (a 1 s sample of the client at 97 % of a core failed telemetry tests
-# on a 2-core machine, before and after this stop's changes). The rules themselves are tested
-# with strict limits.
-LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0, "max_client_cpu_share": 1.01}
+# machine cannot fail them (single 1 s samples of the client's CPU share at 0.97 and 1.32 cores,
+# with its writer threads, failed telemetry and accuracy tests on a 2-core machine; the landed
+# commit fails the same way). The CPU share is in cores, so 100 never binds. The rules themselves
+# are tested with strict limits.
+LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0, "max_client_cpu_share": 100.0}
 
 SimFactory = Callable[..., str]
 

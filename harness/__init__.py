@@ -8,7 +8,7 @@ by engine; it does not know what a metric, a validity rule or a passport is (tha
 
 from harness._checks import SPECIAL_TOKENS, check_json, check_tool_call
 from harness._clientstats import ClientMonitor
-from harness._control import ControlClient
+from harness._control import CONTROL_BYTES, ControlClient
 from harness._errors import EndpointError, EngineLaunchError, HarnessError, ScheduleError
 from harness._fake import FakeAnswer, FakeTransport, sse_events
 from harness._http import Endpoint, Exchange, HttpClient, Limits, Timeouts
@@ -65,6 +65,7 @@ from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, T
 from harness._transport import Transport
 
 __all__ = [
+    "CONTROL_BYTES",
     "has_secret",
     "register_secret",
     "scrub",

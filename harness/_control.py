@@ -15,7 +15,9 @@ import httpx
 
 from harness._errors import EndpointError
 
-__all__ = ["ControlClient", "Answer"]
+__all__ = ["ControlClient", "Answer", "CONTROL_BYTES"]
+
+CONTROL_BYTES = 16 << 20  # the default bound of one control-plane answer (limits.control_bytes)
 
 
 class ControlClient:
@@ -30,7 +32,7 @@ class ControlClient:
 
     def __init__(self, base_url: str, headers: dict[str, str] | None = None, timeout_s: float = 10.0,
                  ca_file: str | None = None, transport: httpx.BaseTransport | None = None,
-                 record: list[dict[str, Any]] | None = None, max_bytes: int = 16 << 20) -> None:
+                 record: list[dict[str, Any]] | None = None, max_bytes: int = CONTROL_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
         root = self.base_url[: -len("/v1")] if self.base_url.endswith("/v1") else self.base_url
         self.root_url = root

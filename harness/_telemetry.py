@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import httpx
 
 from harness import engines
-from harness._control import ControlClient
+from harness._control import CONTROL_BYTES, ControlClient
 from harness._prom import samples
 from harness._recorder import TableWriter
 
@@ -95,7 +95,7 @@ class PrometheusSource:
     """An engine's (or a DCGM exporter's, `dcgm=True`) Prometheus text endpoint."""
 
     def __init__(self, url: str, timeout_s: float = 2.0, dcgm: bool = False, headers: dict[str, str] | None = None,
-                 transport: httpx.BaseTransport | None = None, max_bytes: int = 16 << 20) -> None:
+                 transport: httpx.BaseTransport | None = None, max_bytes: int = CONTROL_BYTES) -> None:
         self.name = "dcgm" if dcgm else "metrics"
         self.url = url
         self._dcgm = dcgm
@@ -126,7 +126,7 @@ class TrtllmJsonSource:
     name = "trtllm"
 
     def __init__(self, url: str, timeout_s: float = 2.0, transport: httpx.BaseTransport | None = None,
-                 max_bytes: int = 16 << 20) -> None:
+                 max_bytes: int = CONTROL_BYTES) -> None:
         self.url = url
         self._client = ControlClient(url, timeout_s=timeout_s, transport=transport, max_bytes=max_bytes)
 

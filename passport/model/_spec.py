@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness import Limits, LoadSpec, scrub
+from harness import CONTROL_BYTES, Limits, LoadSpec, scrub
 from passport._errors import SpecError
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
@@ -116,7 +116,7 @@ class LimitsSpec(_Strict):
     bytes_per_event: int = Field(Limits.bytes_per_event, ge=1 << 10, le=1 << 32)
     events_per_response: int = Field(Limits.events_per_response, ge=10, le=1 << 32)
     header_bytes: int = Field(Limits.header_bytes, ge=1 << 10, le=1 << 26)
-    control_bytes: int = Field(16 << 20, ge=1 << 10, le=1 << 32, description="Per control-plane answer.")
+    control_bytes: int = Field(CONTROL_BYTES, ge=1 << 10, le=1 << 32, description="Per control-plane answer.")
 
 
 class TelemetrySpec(_Strict):

@@ -16,9 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from passport.audit import load_table, parse_duration_s, tokens_per_s_per_user
+from passport.audit import parse_duration_s
 from passport.model import Passport, SweepSpec
 
 __all__ = ["LevelResult", "SweepOutcome", "summarize_level", "stop_reason", "saturation", "knee",
@@ -90,15 +88,8 @@ def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
         achieved_fraction=float(achieved) if isinstance(achieved, (int, float)) else None,
         slo_met=None if p.results.slo is None else p.results.slo.met,
         goodput_rps=get("goodput.requests_per_s", "mean"),
-        tokens_per_s_per_user_p50=_median_speed(folder),
+        tokens_per_s_per_user_p50=get("tps.user", "p50"),
     )
-
-
-def _median_speed(folder: Path) -> float | None:
-    """The level's median tokens/s per user, from its raw requests (None without any)."""
-    requests = load_table(folder, "requests", figures_only=True)
-    rate = tokens_per_s_per_user(requests) if requests is not None else np.zeros(0)
-    return float(np.median(rate)) if len(rate) else None
 
 
 def stop_reason(sweep: SweepSpec, vary: str, level: LevelResult) -> str | None:

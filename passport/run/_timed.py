@@ -156,11 +156,14 @@ def _on_signals(stop: asyncio.Event, reasons: list[str]) -> list[signal.Signals]
     return installed
 
 
-def _on_write_error(stop: asyncio.Event, reasons: list[str]) -> Callable[[str, Exception], None]:
-    """A writer's failure (called from its thread) ends issuing, with the reason first in line."""
+def _on_write_error(stop: asyncio.Event, reasons: list[str],
+                    reported: set[str]) -> Callable[[str, Exception], None]:
+    """A writer's failure (called from its thread) ends issuing, with the reason first in line;
+    the writer's name goes into `reported`."""
     loop = asyncio.get_running_loop()
 
     def failed(name: str, error: Exception) -> None:
+        reported.add(name)
         reasons.append(f"{_write_failure(name, error)}; the run stopped at once")
         with contextlib.suppress(RuntimeError):  # the loop may be closing already
             loop.call_soon_threadsafe(stop.set)
@@ -189,7 +192,8 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
     stop = asyncio.Event()
     reasons: list[str] = []
     installed = _on_signals(stop, reasons)
-    failed = _on_write_error(stop, reasons)
+    reported: set[str] = set()
+    failed = _on_write_error(stop, reasons, reported)
     try:
         requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256, on_error=failed)
         chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed)
@@ -234,8 +238,7 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
         for sig in installed:
             loop.remove_signal_handler(sig)
         for writer in (requests_w, chunks_w, telemetry_w):
-            said = any(f"writing {writer.name} " in r for r in reasons)
-            if writer.close() is None and writer.error is not None and not said:
+            if writer.close() is None and writer.error is not None and writer.name not in reported:
                 reasons.append(_write_failure(writer.name, writer.error))  # joining the parts failed
     return TimedOutcome(results, reasons[0] if reasons else None)
 

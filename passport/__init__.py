@@ -13,8 +13,9 @@ The names below are loaded when first used, so `import passport.audit` stays lig
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from passport._lazy import lazy_names
 
 if TYPE_CHECKING:
     from passport._errors import OutputFolderError, PassportError, RunFolderError, SpecError
@@ -45,12 +46,4 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'passport' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

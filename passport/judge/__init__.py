@@ -8,8 +8,9 @@ and sends nothing (`passport.run`).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from passport._lazy import lazy_names
 
 # Loaded on first use (PEP 562): `passport capacity` needs only _capacity, not compare's model
 # and load generator.
@@ -115,12 +116,4 @@ _HOME = {name: module for module, names in {
 }.items() for name in names}
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module 'passport.judge' has no attribute {name!r}")
-    return getattr(importlib.import_module(home), name)
-
-
-def __dir__() -> list[str]:
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -37,7 +37,7 @@ def main(args: argparse.Namespace) -> ExitCode:
     spec = parse_spec({"endpoint": {"base_url": args.url, "model": args.model, "api": args.api,
                                     "api_key_env": args.api_key_env},
                        "load": {"pattern": "closed", "concurrency": 1}}, "probe")
-    way = access(spec, args.url, auth_headers(spec))
+    way = access(spec, auth_headers(spec))
     with way.control() as control:
         cards = control.models()
         model = model_of(spec, cards, way.base_url)

@@ -47,9 +47,7 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
             launcher = engine_launcher(spec, folder / "engine.log")
             say(f"starting the engine: {' '.join(launcher.command)}")
             launcher.start()
-        declared_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
-        assert declared_url is not None
-        way = access(spec, declared_url, headers)
+        way = access(spec, headers, launcher)
         with way.control() as control:
             cards = control.models()
             model = model_of(spec, cards, way.base_url)

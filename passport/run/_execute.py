@@ -115,9 +115,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
 def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identified:
     """Probe the endpoint, merge what the launcher and the spec say, load the tokenizer."""
     spec = run.spec
-    declared_url = spec.endpoint.base_url or (launcher.base_url if launcher else None)
-    assert declared_url is not None
-    way = access(spec, declared_url, run.headers)
+    way = access(spec, run.headers, launcher)
     base_url = way.base_url
     say(f"probing {base_url}")
     exchanges: list[dict[str, Any]] = []

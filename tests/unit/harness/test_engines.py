@@ -76,7 +76,7 @@ def test_a_fictional_engine_is_served_by_its_profile_alone(fiction: engines.Engi
     record = apply_prefix_cache_policy("cold", "fiction", control, "run1", params)
     assert record == {"declared": "cold", "enforced": True, "method": "fiction_cache per run"}
     assert params["fiction_cache"] == "run1"
-    sources, info = choose_sources(spec, "fiction", control, access(spec, "http://engine:1/v1", {}))
+    sources, info = choose_sources(spec, "fiction", control, access(spec, {}))
     assert info["sources"][0] == "prometheus http://engine:1/fiction/metrics"
     assert ("engine", "requests_running", 3.0) in _normalize({"fiction_running": [3.0]})
     check = tokenizer_check(control, "fiction", "m", [(0, "two words", 2)])

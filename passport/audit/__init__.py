@@ -12,7 +12,13 @@ reports or decide comparisons (that is `passport.judge`).
 """
 
 from passport.audit._canaries import CANARIES_FILE, CANARY_COUNT_NAMES, canary_counts, canary_figures
-from passport.audit._counts import COUNT_NAMES, OUTCOME_CLASSES, count_outcomes, offered_and_achieved_rates
+from passport.audit._counts import (
+    COUNT_NAMES,
+    OUTCOME_CLASSES,
+    count_outcomes,
+    found_cap_full,
+    offered_and_achieved_rates,
+)
 from passport.audit._declared import (
     DECLARED_FILE,
     SLO_METRICS,
@@ -25,7 +31,7 @@ from passport.audit._declared import (
     read_declared,
     write_declared,
 )
-from passport.audit._derive import Derived, RunState, derive
+from passport.audit._derive import NO_CANARIES, Derived, RunState, derive
 from passport.audit._export import EXPORT_TABLES, export_table
 from passport.audit._files import (
     RAW_FILES,
@@ -66,12 +72,20 @@ from passport.audit._types import (
 from passport.audit._units import parse_duration_s, parse_fraction
 from passport.audit._validity import RunFacts, evaluate, verdict_of
 from passport.audit._verify import diff_values, read_passport_json, verify_run
-from passport.audit._versions import DERIVED_VALIDITY_SINCE, SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._versions import (
+    DERIVED_VALIDITY_SINCE,
+    RULES_KEY,
+    RULES_VERSION,
+    SCHEMA_VERSION,
+    SUPPORTED_SCHEMA_VERSIONS,
+)
 from passport.audit._views import TOOLS, ToolFigure, ToolView, tool_view
 
 __all__ = [
     "COUNT_NAMES",
     "DERIVED_VALIDITY_SINCE",
+    "RULES_KEY",
+    "RULES_VERSION",
     "Derived",
     "OUTCOME_CLASSES",
     "REPORT_FILES",
@@ -113,6 +127,8 @@ __all__ = [
     "count_outcomes",
     "diff_values",
     "evaluate",
+    "found_cap_full",
+    "NO_CANARIES",
     "file_entries",
     "itl_gaps_by_request",
     "load_table",

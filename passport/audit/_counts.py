@@ -1,7 +1,8 @@
 """Counts kept apart for the validity section (measured requests only): successes, each failure
 class, timeouts by kind, truncations, short outputs, schema and tool failures of checked
 answers, rejected attempts a retry replaced (`retries`, runs with raw schema 3); and the offered
-against the achieved request rate. numpy and pyarrow only."""
+against the achieved request rate; and how many requests of an open loop found its in-flight
+cap full when they were due. numpy and pyarrow only."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pyarrow as pa
 from passport.audit._canaries import CANARY_COUNT_NAMES
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
 
-__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates"]
+__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates", "found_cap_full"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
@@ -94,3 +95,24 @@ def offered_and_achieved_rates(requests: pa.Table,
     if not offered:
         return None, None
     return float(np.mean(offered)), float(np.mean(achieved))
+
+
+def found_cap_full(requests: pa.Table, cap: int, discarded: Sequence[int] = ()) -> tuple[int, int]:
+    """Open loop with an in-flight cap: (measured requests that found `cap` requests in flight at
+    their intended time, measured requests). Those waited for a slot, so their dispatch lag is the
+    server's slowness under the cap, not the harness's. In flight at t: sent before t, not yet
+    ended at t (a request that never ended stays in flight); every phase holds a slot."""
+    intended = numeric_column(requests, "intended_ns")
+    sent = numeric_column(requests, "sent_ns")
+    end = numeric_column(requests, "end_ns")
+    rep = object_column(requests, "repetition")
+    measured = _measured(requests, discarded) & np.isfinite(intended)
+    full = 0
+    for r in set(rep[measured].tolist()):
+        mine = (rep == r) & np.isfinite(sent)
+        sends = np.sort(sent[mine])
+        ends = np.sort(np.where(np.isfinite(end[mine]), end[mine], np.inf))
+        due = intended[measured & (rep == r)]
+        in_flight = np.searchsorted(sends, due, side="left") - np.searchsorted(ends, due, side="right")
+        full += int((in_flight >= cap).sum())
+    return full, int(measured.sum())

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from passport.audit._canaries import CANARIES_FILE, canary_counts, canary_figures
-from passport.audit._counts import count_outcomes, offered_and_achieved_rates
+from passport.audit._counts import count_outcomes, found_cap_full, offered_and_achieved_rates
 from passport.audit._declared import read_declared
 from passport.audit._files import load_table
 from passport.audit._results import compute_results
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
+from passport.audit._versions import RULES_KEY
 
 __all__ = ["RunState", "Derived", "derive", "NO_CANARIES"]
 
@@ -78,14 +79,20 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     effective = protocol["effective"]
     offered, achieved = offered_and_achieved_rates(requests, discarded)
     workload = protocol.get("workload") or {}
+    harness = protocol.get("harness") or {}
+    rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
+    load = effective["load"]
+    open_loop = load["pattern"] != "closed"
+    cap = load.get("concurrency") if open_loop and rules_version >= 2 else None
     facts = RunFacts(
         complete=state.complete, incomplete_reason=state.incomplete_reason,
-        open_loop=effective["load"]["pattern"] != "closed", launched_engine=state.launched_engine,
-        git_dirty=(protocol.get("harness") or {}).get("git_dirty"), exact_lengths=bool(workload.get("exact_lengths")),
+        open_loop=open_loop, launched_engine=state.launched_engine,
+        git_dirty=harness.get("git_dirty"), exact_lengths=bool(workload.get("exact_lengths")),
         canaries=canaries, forced=state.forced, context_needed_tokens=declared.context_needed_tokens,
         context_capacity_tokens=declared.context_tokens_per_sequence,
         capacity_source=declared.capacity_source, tokenizer_check=workload.get("tokenizer_check"),
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
+        in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -3,10 +3,17 @@
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "DERIVED_VALIDITY_SINCE"]
+__all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "DERIVED_VALIDITY_SINCE", "RULES_KEY", "RULES_VERSION"]
 
 SCHEMA_VERSION = "1.3"
 SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
 # From this version on, verify re-derives validity, counts, canaries and the verdict, and checks
 # the passport's content hash; older passports carry neither the inputs nor the hash.
 DERIVED_VALIDITY_SINCE = "1.3"
+
+# The wording of the validity rules, recorded in protocol.harness.libraries[RULES_KEY] ("1" when
+# absent): verify re-derives each rule's message as the run's version wrote it, so a message can
+# say more in a later version without breaking earlier passports. 2: dispatch_lag names the
+# requests that found an open loop's in-flight cap full.
+RULES_KEY = "passport.rules"
+RULES_VERSION = 2

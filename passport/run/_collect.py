@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 
 from harness import EngineLauncher, nvml_devices
-from passport.audit import sha256_file
+from passport.audit import RULES_KEY, RULES_VERSION, sha256_file
 from passport.model import HarnessInfo, SourcedValue
 from passport.report import LAYOUT_KEY, REPORT_LAYOUT
 
@@ -101,6 +101,7 @@ def library_versions() -> dict[str, str]:
         except metadata.PackageNotFoundError:
             continue
     out[LAYOUT_KEY] = str(REPORT_LAYOUT)  # what verify needs to re-render this run's reports
+    out[RULES_KEY] = str(RULES_VERSION)  # and to re-derive the rules' messages as this run wrote them
     return out
 
 

@@ -71,6 +71,11 @@ def test_open_loop_cap_bounds_in_flight_and_sched_metrics_show_the_wait(
     # the cap delays sends, so latency from the intended time exceeds latency from the send
     assert m["ttft.any.sched"]["p50"] > m["ttft.any"]["p50"] + 0.1
     assert m["dispatch_lag"]["p99"] > 0.2
+    # 50 req/s offered to 3 slots each held >= 100 ms (<= 30 req/s served): after the first three,
+    # every request is due while the cap is full, and the rule says so instead of blaming the harness
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "dispatch_lag")
+    found = int(rule["message"].split("; ")[1].split(" of ")[0])
+    assert 25 <= found <= 27 and "of 30 measured requests found the in-flight cap (load.concurrency 3)" in rule["message"]
 
 
 def test_first_byte_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:

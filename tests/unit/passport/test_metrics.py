@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
@@ -10,7 +11,18 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA
-from passport.audit import compute_results, stat
+from passport.audit import (
+    COUNT_NAMES,
+    NO_CANARIES,
+    ResultsFigures,
+    RunFacts,
+    ValidityLimits,
+    compute_results,
+    evaluate,
+    found_cap_full,
+    stat,
+)
+from passport.model import ValiditySpec
 
 MS = 1_000_000
 
@@ -119,3 +131,40 @@ def test_stat_percentiles_and_binomial_interval_match_hand_values() -> None:
     assert (s["p50"], s["p90"], s["min"], s["max"]) == (50.5, pytest.approx(90.1), 1.0, 100.0)
     assert s["ci95"]["p50"] == [40.0, 61.0]  # ranks 40 and 61 of 100 (exact binomial)
     assert s["ci95"]["p99"] is None  # too few samples for a 95 % interval of p99
+
+
+def test_found_cap_full_counts_requests_due_while_the_cap_was_held() -> None:
+    # in flight at each measured request's intended time (sent before it, not yet ended):
+    # request 1 at 100 ms: request 0 ended at 100 -> 0; request 2 at 150: request 1 -> 1;
+    # request 3 at 200: request 1 ended at 200, request 2 (sent 160) -> 1
+    assert found_cap_full(_requests(), 1) == (2, 3)
+    assert found_cap_full(_requests(), 2) == (0, 3)
+
+
+def _facts(found: tuple[int, int] | None) -> RunFacts:
+    return RunFacts(complete=True, incomplete_reason=None, open_loop=True, launched_engine=False, git_dirty=False,
+                    exact_lengths=False, canaries=NO_CANARIES, forced=False,
+                    in_flight_cap=None if found is None else 3, found_cap_full=found)
+
+
+def _dispatch_rule(found: tuple[int, int] | None, lag_ms: float) -> dict[str, object]:
+    results = cast(ResultsFigures, {"client": {"dispatch_lag_p99_ms": lag_ms, "cpu_share_max": None,
+                                               "loop_lag_p99_ms": None}})
+    limits = cast(ValidityLimits, ValiditySpec(max_dispatch_lag_p99_ms=10.0).model_dump())
+    counts: dict[str, int | None] = {name: 0 for name in COUNT_NAMES}
+    rule = next(r for r in evaluate(results, counts, _facts(found), limits) if r["name"] == "dispatch_lag")
+    return dict(rule)
+
+
+def test_dispatch_lag_advice_blames_the_cap_when_requests_found_it_full() -> None:
+    capped = _dispatch_rule((40, 100), 250.0)
+    assert capped["status"] == "FAIL"
+    assert "40 of 100 measured requests found the in-flight cap (load.concurrency 3) full" in str(capped["message"])
+    assert "the cap, not the harness" in str(capped["recommendation"])
+    # nobody waited for a slot: the lag is the harness's own
+    free = _dispatch_rule((0, 100), 250.0)
+    assert "0 of 100" in str(free["message"]) and "harness fell behind" in str(free["recommendation"])
+    # rules version 1 (no cap figures): the message as those passports wrote it
+    old = _dispatch_rule(None, 250.0)
+    assert old["message"] == "p99 send lag behind the intended time 250.000 ms"
+    assert _dispatch_rule((40, 100), 1.0)["recommendation"] is None

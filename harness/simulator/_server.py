@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import math
+import os
 import ssl
 import struct
 import threading
@@ -76,6 +77,7 @@ class SimConfig:
     ignore_formats: bool = False
     huge_event_mib: int = 32
     endless_path: str | None = None
+    die_after: int | None = None  # the process exits (code 3) on receiving this many generation requests
 
 
 class _State:
@@ -275,6 +277,8 @@ class _SimProtocol(asyncio.Protocol):
             self._write_simple(400, b'{"error":{"message":"invalid JSON body","code":400}}')
             return
         state.count += 1
+        if cfg.die_after is not None and state.count >= cfg.die_after:
+            os._exit(3)  # an engine crashing mid-run: no answer, no goodbye
         fault = state.fault_for(state.count)
         if fault == "reject" or (cfg.max_concurrency is not None and state.active >= cfg.max_concurrency):
             self._write_simple(429, b'{"error":{"message":"overloaded","code":429}}',

@@ -86,6 +86,7 @@ class Declarations:
     capacity_source: str | None = None
     written_utc: str | None = None
     context_needed_tokens: int | None = None
+    cost: dict[str, Any] | None = None  # the spec's `cost:` (passport.audit._cost)
 
 
 def _split_metric(name: str, stats: tuple[str, ...]) -> tuple[str, str]:
@@ -157,4 +158,5 @@ def read_declared(folder: Path) -> Declarations:
         capacity_source=capacity.get("source"),
         written_utc=data.get("written_utc"),
         context_needed_tokens=(data.get("workload") or {}).get("context_needed_tokens"),
+        cost=spec.get("cost"),
     )

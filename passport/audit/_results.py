@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from passport.audit._cost import cost_figures
 from passport.audit._declared import Declarations, read_declared
 from passport.audit._discard import RepetitionData, evaluate_discards
 from passport.audit._files import load_table
@@ -283,6 +284,7 @@ def compute_results(run_dir: Path) -> ResultsFigures:
         "prefix_cache_usage": _cache_usage(run),
         "slo": None if meets is None else _slo_figures(run, meets),
         "discard": run.discard if run.discard["rules"] else None,
+        "cost": cost_figures(run.declared.cost, run.requests, run.ok_measured, meets, windows),
         **traffic_results(run.requests, run.measured, run.latencies),
     }
 

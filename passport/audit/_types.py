@@ -18,7 +18,8 @@ except ImportError:  # an auditor's environment without pydantic: the standard o
 
 __all__ = [
     "Scalar", "RuleStatus", "StatFigures", "WindowFigures", "PeakMemoryFigures", "ClientFigures", "ServerFigures",
-    "SloTargetFigures", "SloFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
+    "SloTargetFigures", "SloFigures", "CostRates",
+    "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
     "CheckFigures", "ShapeFigures", "TrafficFigures", "ResultsFigures", "RuleFigures", "Verdict", "CanaryStatus",
     "CanaryFailureFigures", "CanaryUnderLoadFigures", "CanaryFigures", "ValidityLimits",
@@ -183,6 +184,32 @@ class TrafficFigures(TypedDict):
     shapes: dict[str, ShapeFigures] | None
 
 
+class CostRates(TypedDict):
+    """What the window cost divided by the tokens of one class (each takes the whole cost, so the
+    three do not add up): input, output, and input + output tokens."""
+
+    usd_per_million_input_tokens: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_tokens: float | None
+
+
+class CostFigures(TypedDict):
+    """`cost:` of the spec applied to the measured window (see `passport.audit._cost`)."""
+
+    basis: str
+    input_usd_per_million: float | None
+    output_usd_per_million: float | None
+    gpu_hour_usd: float | None
+    gpus: int | None
+    usd_per_hour: float | None
+    window_s: float
+    input_tokens: int
+    output_tokens: int
+    usd_for_window: float
+    throughput: CostRates
+    goodput: CostRates | None
+
+
 class ResultsFigures(TrafficFigures):
     """Every figure of a passport's `results`, as `compute_results` recomputes them."""
 
@@ -197,6 +224,7 @@ class ResultsFigures(TrafficFigures):
     prefix_cache_usage: CacheUsageFigures | None
     slo: SloFigures | None
     discard: DiscardFigures | None
+    cost: CostFigures | None
 
 
 Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]

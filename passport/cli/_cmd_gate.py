@@ -19,31 +19,54 @@ def add(sub: Any, epilog: str) -> None:
         epilog="conditions: <name> <op> <value>, e.g.\n"
                "  'ttft.any.p99 < 2s'   'itl.chunk.p50 <= 50ms'   'error_rate < 0.5%'\n"
                "  'canaries == pass'    'verdict == VALID'        'outcomes.timeout == 0'    'slo == met'\n"
-               "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'",
+               "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'\n"
+               "on a campaign folder:\n"
+               "  'arms.best.goodput.requests_per_s > 2'   'arms.held == 0'   'arms.np2.ttft.p99 < 500ms'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
     gate.add_argument("--require", action="append", default=[], metavar="CONDITION", help="a condition (repeatable)")
     gate.add_argument("--file", type=Path, metavar="GATE.yaml", help="a YAML file with `require: [conditions]`")
     gate.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition
+    from passport.judge import (
+        CAMPAIGN_FILE,
+        GateError,
+        evaluate_gate,
+        gate_view,
+        load_gate_file,
+        parse_condition,
+        read_campaign,
+        resolve,
+        resolve_campaign_name,
+    )
     from passport.model import read_passport
     from passport.report import junit_xml
 
     texts = list(args.require) + (load_gate_file(args.file) if args.file else [])
     if not texts:
         raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
-    conditions = [parse_condition(text) for text in texts]
-    passport = read_passport(args.run_dir)
-    results = evaluate_gate(passport, conditions)
+    campaign = (args.run_dir / CAMPAIGN_FILE).is_file()
+    conditions = [parse_condition(text, resolve_campaign_name if campaign else resolve) for text in texts]
+    if campaign:
+        record = read_campaign(args.run_dir)
+        view = gate_view(record)
+        for condition in conditions:
+            arm = condition.target.path[1]
+            if len(condition.target.path) > 2 and arm not in view["arms"] and arm != "best":
+                raise GateError(f"gate condition {condition.text!r}: the campaign has no arm named {arm!r} (arms: "
+                                f"{', '.join(r['name'] for r in record['arms'])})")
+        name, results = str(record["name"]), evaluate_gate(view, conditions)
+    else:
+        passport = read_passport(args.run_dir)
+        name, results = passport.name, evaluate_gate(passport, conditions)
     width = max(len(r.condition.text) for r in results)
     for r in results:
         print(f"{'PASS' if r.passed else 'FAIL'}  {r.condition.text:<{width}}  {r.message}")
     failed = sum(not r.passed for r in results)
     print(f"Gate: {'PASSED' if not failed else 'FAILED'} ({len(results) - failed} of {len(results)} conditions met)")
     if args.junit:
-        args.junit.write_text(junit_xml(passport.name, results))
+        args.junit.write_text(junit_xml(name, results))
     return ExitCode.of(not failed)

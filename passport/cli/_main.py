@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 
 from passport.cli import (
+    _cmd_campaign,
     _cmd_canary,
     _cmd_capacity,
     _cmd_compare,
@@ -47,6 +48,7 @@ examples:
   passport run --endpoint http://127.0.0.1:8000/v1 --concurrency 8 --num-prompts 200 --input-len 512 --output-len 128
   OPENAI_API_KEY=... passport run my.yaml --endpoint https://api.example.com/v1 --api-key-env OPENAI_API_KEY
   passport sweep specs/llamacpp-sweep.yaml
+  passport campaign specs/llamacpp-campaign.yaml
   passport canary --endpoint http://127.0.0.1:8080/v1 --suite default --junit canaries.xml
   passport probe http://127.0.0.1:8080/v1
   passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768
@@ -57,8 +59,8 @@ examples:
 
 # In the order `--help` lists them.
 COMMANDS: dict[str, ModuleType] = {
-    "run": _cmd_run, "sweep": _cmd_sweep, "canary": _cmd_canary, "workload": _cmd_workload, "probe": _cmd_probe,
-    "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
+    "run": _cmd_run, "sweep": _cmd_sweep, "campaign": _cmd_campaign, "canary": _cmd_canary, "workload": _cmd_workload,
+    "probe": _cmd_probe, "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
     "compare": _cmd_compare, "show": _cmd_show, "export": _cmd_export,
 }
 

@@ -15,6 +15,24 @@ from passport._lazy import lazy_names
 # Loaded on first use (PEP 562): `passport capacity` needs only _capacity, not compare's model
 # and load generator.
 if TYPE_CHECKING:
+    from passport.judge._campaign import (
+        CAMPAIGN_FILE,
+        CAMPAIGN_VERSION,
+        ROW_PATHS,
+        ArmRow,
+        Fit,
+        arm_counts,
+        campaign_record,
+        check_fit,
+        failed_arm,
+        gate_view,
+        managed_lines,
+        rank_arms,
+        read_campaign,
+        recompute_campaign,
+        resolve_campaign_name,
+        summarize_arm,
+    )
     from passport.judge._capacity import (
         DTYPE_BYTES,
         Architecture,
@@ -39,6 +57,7 @@ if TYPE_CHECKING:
         method_line,
         render_comparison,
     )
+    from passport.judge._cost import HOURS_PER_MONTH, MonthlyCost, monthly_cost
     from passport.judge._gate import (
         Condition,
         ConditionResult,
@@ -47,6 +66,7 @@ if TYPE_CHECKING:
         load_gate_file,
         parse_condition,
     )
+    from passport.judge._names import resolve
     from passport.judge._sweep import (
         SWEEP_VERSION,
         LevelResult,
@@ -60,6 +80,26 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CAMPAIGN_FILE",
+    "CAMPAIGN_VERSION",
+    "campaign_record",
+    "gate_view",
+    "resolve_campaign_name",
+    "resolve",
+    "read_campaign",
+    "recompute_campaign",
+    "HOURS_PER_MONTH",
+    "ROW_PATHS",
+    "ArmRow",
+    "Fit",
+    "MonthlyCost",
+    "arm_counts",
+    "check_fit",
+    "failed_arm",
+    "managed_lines",
+    "monthly_cost",
+    "rank_arms",
+    "summarize_arm",
     "DTYPE_BYTES",
     "INVARIANTS",
     "MIN_EFFECT",
@@ -98,6 +138,13 @@ __all__ = [
 ]
 
 _HOME = {name: module for module, names in {
+    "passport.judge._campaign": (
+        "CAMPAIGN_FILE", "CAMPAIGN_VERSION", "ROW_PATHS", "ArmRow", "Fit", "arm_counts", "campaign_record",
+        "check_fit", "failed_arm", "managed_lines", "rank_arms", "read_campaign", "recompute_campaign",
+        "summarize_arm", "gate_view", "resolve_campaign_name",
+    ),
+    "passport.judge._cost": ("HOURS_PER_MONTH", "MonthlyCost", "monthly_cost"),
+    "passport.judge._names": ("resolve",),
     "passport.judge._capacity": (
         "DTYPE_BYTES", "Architecture", "Budget", "CapacityReport", "GiB", "KiB", "MiB", "architecture_from_config",
         "compute", "implied_state_per_sequence", "load_config",

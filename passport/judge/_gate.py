@@ -62,13 +62,14 @@ class ConditionResult:
     message: str
 
 
-def parse_condition(text: str) -> Condition:
-    """Parse `<name> <op> <value>`; raises GateError naming what is wrong."""
+def parse_condition(text: str, resolver: Callable[[str], Target] = resolve) -> Condition:
+    """Parse `<name> <op> <value>`, the name read by `resolver` (a passport's names by default; a
+    campaign's: `passport.judge.resolve_campaign_name`); raises GateError naming what is wrong."""
     match = _CONDITION.match(text)
     if not match:
         raise GateError(f"cannot read gate condition {text!r}: write <name> <op> <value>, e.g. 'ttft.any.p99 < 2s'")
     name, op, raw = match.groups()
-    target = resolve(name)
+    target = resolver(name)
     kind = target.kind
     value: Any
     try:
@@ -127,9 +128,10 @@ def _show(kind: str, value: Any) -> str:
     return str(value)
 
 
-def evaluate_gate(passport: Passport, conditions: list[Condition]) -> list[ConditionResult]:
-    """Evaluate each condition; a missing (null) figure fails."""
-    data = passport.json_dict()
+def evaluate_gate(passport: Passport | dict[str, Any], conditions: list[Condition]) -> list[ConditionResult]:
+    """Evaluate each condition against a passport (or a campaign's `gate_view`); a missing (null)
+    figure fails."""
+    data = passport.json_dict() if isinstance(passport, Passport) else passport
     results = []
     for condition in conditions:
         measured = _measured(data, condition)

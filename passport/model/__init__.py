@@ -4,6 +4,20 @@ versioned JSON Schema, `read_passport` that refuses unknown versions). It comput
 figures come from `passport.audit`, whose TypedDict shapes these models validate.
 """
 
+from passport.model._campaign import (
+    ARM_COUNTS,
+    INVARIANT_VARIES,
+    OBJECTIVES,
+    RESERVED_ARM_NAMES,
+    ArmCapacitySpec,
+    ArmSpec,
+    CampaignSpec,
+    arm_raw_spec,
+    configured_kv_tokens,
+    is_campaign,
+    load_campaign,
+    parse_campaign,
+)
 from passport.model._io import read_passport, read_passport_json
 from passport.model._passport import (
     SCHEMA_VERSION,
@@ -41,6 +55,7 @@ from passport.model._passport import (
 )
 from passport.model._schema import SCHEMA_PATH, generate_schema, render_schema
 from passport.model._spec import (
+    CostSpec,
     DecodingSpec,
     EndpointSpec,
     EngineSpec,
@@ -54,6 +69,18 @@ from passport.model._spec import (
 )
 
 __all__ = [
+    "INVARIANT_VARIES",
+    "ARM_COUNTS",
+    "RESERVED_ARM_NAMES",
+    "OBJECTIVES",
+    "ArmCapacitySpec",
+    "ArmSpec",
+    "CampaignSpec",
+    "arm_raw_spec",
+    "configured_kv_tokens",
+    "is_campaign",
+    "load_campaign",
+    "parse_campaign",
     "SCHEMA_PATH",
     "SCHEMA_VERSION",
     "SUPPORTED_SCHEMA_VERSIONS",
@@ -88,6 +115,7 @@ __all__ = [
     "SourcedValue",
     "Stat",
     "SweepSpec",
+    "CostSpec",
     "TimeoutSpec",
     "Validity",
     "ValiditySpec",

@@ -310,6 +310,31 @@ class SloResult(_Model):
     attainment: float | None
 
 
+class CostRatesResult(_Model):
+    """The window's cost over the tokens of one class each (they do not add up)."""
+
+    usd_per_million_input_tokens: float | None
+    usd_per_million_output_tokens: float | None
+    usd_per_million_tokens: float | None
+
+
+class CostResult(_Model):
+    """The spec's `cost:` applied to the measured window (passport.audit._cost)."""
+
+    basis: Literal["managed", "owned"]
+    input_usd_per_million: float | None
+    output_usd_per_million: float | None
+    gpu_hour_usd: float | None
+    gpus: int | None
+    usd_per_hour: float | None
+    window_s: float
+    input_tokens: int
+    output_tokens: int
+    usd_for_window: float
+    throughput: CostRatesResult
+    goodput: CostRatesResult | None = Field(description="Counting only requests that met the SLO; null without one.")
+
+
 class Discarded(_Model):
     repetition: int
     rule: str
@@ -362,6 +387,7 @@ class Results(_Model):
         None, description="Answers checked against their request's JSON Schema or tools: counts per kind and result.")
     shapes: dict[str, ShapeFigures] | None = Field(
         None, description="Measured requests per shape: outcomes and TTFT p50.")
+    cost: CostResult | None = Field(None, description="USD per million tokens at the declared prices (spec cost:).")
 
 
 class FileEntry(_Model):

@@ -23,7 +23,7 @@ from passport.audit._units import parse_duration_s
 from workloads import WorkloadSpec, load_yaml
 
 __all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "LimitsSpec",
-           "SweepSpec",
+           "SweepSpec", "CostSpec",
            "load_spec", "parse_spec"]
 
 
@@ -183,6 +183,36 @@ class SweepSpec(_Strict):
         return value
 
 
+class CostSpec(_Strict):
+    """What serving costs, for results.cost: managed per-token prices (both prices), or a card
+    owned or rented by the hour (`gpu_hour_usd` x `gpus`)."""
+
+    input_usd_per_million: float | None = Field(None, ge=0, le=1e6,
+                                                description="Managed: USD per million input tokens.")
+    output_usd_per_million: float | None = Field(None, ge=0, le=1e6,
+                                                 description="Managed: USD per million output tokens.")
+    gpu_hour_usd: float | None = Field(None, ge=0, le=1e6, description="Owned: USD per accelerator-hour.")
+    gpus: int = Field(1, ge=1, le=65536, description="Owned: accelerators the endpoint occupies.")
+
+    @model_validator(mode="after")
+    def _one_basis(self) -> Self:
+        prices = (self.input_usd_per_million, self.output_usd_per_million)
+        managed, owned = any(p is not None for p in prices), self.gpu_hour_usd is not None
+        if managed and owned:
+            raise ValueError("declare managed prices (input_usd_per_million, output_usd_per_million) or an owned card "
+                             "(gpu_hour_usd, gpus), not both")
+        if managed and None in prices:
+            raise ValueError("managed prices need both input_usd_per_million and output_usd_per_million")
+        if not managed and not owned:
+            raise ValueError("declare input_usd_per_million and output_usd_per_million (managed) or gpu_hour_usd "
+                             "(owned)")
+        return self
+
+    @property
+    def basis(self) -> Literal["managed", "owned"]:
+        return "owned" if self.gpu_hour_usd is not None else "managed"
+
+
 class RunSpec(_Strict):
     """A whole run, as declared. See DESIGN.md "The spec" for the canonical example."""
 
@@ -208,6 +238,7 @@ class RunSpec(_Strict):
     record_text: Literal["full", "hashes"] = "full"
     telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
     sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
+    cost: CostSpec | None = Field(None, description="Prices for results.cost (USD per million tokens).")
 
     @field_validator("slo")
     @classmethod

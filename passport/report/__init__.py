@@ -3,6 +3,7 @@ plots), the CLI's headline lines, comparison and sweep reports, and JUnit XML fo
 passports and the figures `passport.audit` computes; it decides nothing (`passport.judge`).
 """
 
+from passport.report._campaign_report import campaign_blocks, campaign_lines
 from passport.report._compare_report import comparison_blocks
 from passport.report._doc import (
     LAYOUT_KEY,
@@ -25,6 +26,7 @@ from passport.report._run_report import (
     HEADLINE_METRICS,
     caveats,
     check_reports,
+    cost_lines,
     headline_lines,
     ms,
     run_report_blocks,
@@ -45,7 +47,10 @@ __all__ = [
     "SweepPoint",
     "Table",
     "Verdict",
+    "campaign_blocks",
+    "campaign_lines",
     "caveats",
+    "cost_lines",
     "check_reports",
     "comparison_blocks",
     "headline_lines",

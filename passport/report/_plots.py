@@ -9,6 +9,8 @@ no display needed).
   memory over the run's clock, with the measurement windows shaded.
 - `sweep_curve`: latency by load level, throughput by load level with the knee and the
   saturation point drawn apart, and throughput against tokens/s per user (the trade-off).
+- `campaign_chart`: a campaign's objective per arm (unranked arms marked, never drawn as a value)
+  and TTFT p99 against throughput per arm.
 
 An ECDF is exact (one step per sample) up to 4,000 samples, and drawn through 2,000 quantiles
 beyond: exact at screen resolution, cheap for a million ITL gaps. Percentile markers use numpy's
@@ -29,7 +31,8 @@ from matplotlib.figure import Figure
 
 from passport.audit import SUCCESS_OUTCOMES, numeric_column, object_column, tokens_per_s_per_user
 
-__all__ = ["CDF_METRICS", "SweepPoint", "latency_cdfs", "per_request", "timeline", "sweep_curve"]
+__all__ = ["CDF_METRICS", "SweepPoint", "ArmPoint", "latency_cdfs", "per_request", "timeline", "sweep_curve",
+           "campaign_chart"]
 
 CDF_METRICS = ("ttft.any", "itl.chunk", "e2e")
 _TITLES = {"ttft.any": "TTFT", "itl.chunk": "inter-token latency (chunk gaps)", "e2e": "end-to-end latency"}
@@ -276,5 +279,47 @@ def sweep_curve(points: list[SweepPoint], load_label: str, knee: float | None,
     ax_trade.set(xlabel="tokens/s per user (median)", ylabel="achieved throughput (requests/s)",
                  title="throughput against speed per user (labels: load)")
     for ax in (ax_lat, ax_thr, ax_trade):
+        ax.grid(alpha=0.3)
+    return _png(fig)
+
+
+@dataclass(frozen=True)
+class ArmPoint:
+    """One campaign arm, for `campaign_chart`: its objective value (None: not ranked), TTFT p99
+    and throughput, and why it is not ranked."""
+
+    name: str
+    status: str
+    objective: float | None
+    ttft_p99_s: float | None
+    throughput_rps: float | None
+
+
+def campaign_chart(arms: list[ArmPoint], objective: str) -> bytes:
+    """Two panels: the objective per arm (ranked arms in blue, unranked in grey with their
+    status, so an unranked arm is never read as a zero), and TTFT p99 against throughput per arm
+    (down and to the right is better)."""
+    fig = Figure(figsize=(12, 4.4), layout="constrained")
+    ax_obj, ax_trade = fig.subplots(1, 2)
+    names = [a.name for a in arms]
+    values = [a.objective if a.status == "ranked" and a.objective is not None else 0.0 for a in arms]
+    colours = ["tab:blue" if a.status == "ranked" else "tab:gray" for a in arms]
+    ax_obj.barh(names, values, color=colours)
+    for i, a in enumerate(arms):
+        text = f"{a.objective:.4g}" if a.status == "ranked" and a.objective is not None else a.status.replace("_", " ")
+        ax_obj.annotate(text, (values[i], i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+    ax_obj.invert_yaxis()
+    ax_obj.set(xlabel=objective, title=f"{objective} by arm (grey: not ranked)")
+    shown = [a for a in arms if a.ttft_p99_s is not None and a.throughput_rps is not None]
+    for a in shown:
+        colour = "tab:blue" if a.status == "ranked" else "tab:gray"
+        ax_trade.scatter([a.throughput_rps], [(a.ttft_p99_s or 0.0) * 1000.0], color=colour, zorder=3)
+        ax_trade.annotate(a.name, (a.throughput_rps or 0.0, (a.ttft_p99_s or 0.0) * 1000.0), fontsize=8,
+                          textcoords="offset points", xytext=(4, 4))
+    if not shown:
+        ax_trade.text(0.5, 0.5, "no arm was timed", ha="center", va="center", transform=ax_trade.transAxes)
+    ax_trade.set(xlabel="throughput (requests/s)", ylabel="TTFT p99 (ms)",
+                 title="tail latency against throughput (better: lower right)")
+    for ax in (ax_obj, ax_trade):
         ax.grid(alpha=0.3)
     return _png(fig)

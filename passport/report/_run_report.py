@@ -31,7 +31,8 @@ from passport.report._doc import (
 )
 from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline
 
-__all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "caveats", "HEADLINE_METRICS",
+__all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "cost_lines",
+           "caveats", "HEADLINE_METRICS",
            "ms"]
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
@@ -68,6 +69,7 @@ def headline_lines(p: Passport) -> list[str]:
     if out is not None and out.n:
         lines.append(f"throughput {_num(out.mean)} output tok/s, {_num(req.mean if req else None, 3)} req/s")
     lines += slo_lines(p)
+    lines += cost_lines(p)[:1]
     for rule in p.validity.rules:
         if rule.status in ("FAIL", "WARN"):
             lines.append(f"{rule.status}: {rule.name}: {rule.message}")
@@ -87,6 +89,27 @@ def slo_lines(p: Passport) -> list[str]:
     attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
     lines.append(f"goodput {_num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
                  f"{slo.requests_measured} measured requests ({attained}) met every target")
+    return lines
+
+
+def _usd(value: float | None) -> str:
+    return "—" if value is None else f"{value:.4g}"
+
+
+def cost_lines(p: Passport) -> list[str]:
+    """What the measured window cost at the declared prices; empty without `cost:`."""
+    cost = p.results.cost
+    if cost is None:
+        return []
+    t, g = cost.throughput, cost.goodput
+    basis = (f"owned: {cost.gpus} x USD {cost.gpu_hour_usd:g}/h" if cost.basis == "owned"
+             else f"managed: USD {cost.input_usd_per_million:g} in / {cost.output_usd_per_million:g} out per million")
+    lines = [f"cost ({basis}): USD {_usd(t.usd_per_million_tokens)} per million tokens, "
+             f"{_usd(t.usd_per_million_output_tokens)} per million output tokens"
+             + ("" if g is None else f"; at SLO goodput {_usd(g.usd_per_million_tokens)} per million tokens")]
+    lines.append(f"the window ({cost.window_s:.1f} s, {cost.input_tokens:,} input + {cost.output_tokens:,} output "
+                 f"tokens served) cost USD {cost.usd_for_window:.4g}; each figure divides that by one class of "
+                 "tokens, so they do not add up")
     return lines
 
 
@@ -147,6 +170,8 @@ def _results_blocks(p: Passport) -> list[Block]:
                            _num(speed.max)]])]
     if p.results.slo is not None:
         blocks += [Heading("SLO"), Bullets(slo_lines(p))]
+    if p.results.cost is not None:
+        blocks += [Heading("Cost"), Bullets(cost_lines(p))]
     discard = p.results.discard
     if discard is not None:
         items = [f"repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "

@@ -1,10 +1,12 @@
 """Running a benchmark: the stages of `passport run` (open -> identify -> plan -> canaries ->
-timed phase -> assemble), `passport sweep` (one run per load level, one engine for all) and
-`passport canary` (the suite alone). The only part of `passport` that sends requests; it uses
-`harness` to send them, `workloads` to make them, `canaries` to judge answers, `passport.audit`
-for every figure and `passport.report` for the reports. It never prints (callbacks do).
+timed phase -> assemble), `passport sweep` (one run per load level, one engine for all),
+`passport campaign` (one run per arm, ranked) and `passport canary` (the suite alone). The only
+part of `passport` that sends requests; it uses `harness` to send them, `workloads` to make
+them, `canaries` to judge answers, `passport.audit` for every figure and `passport.report` for
+the reports. It never prints (callbacks do).
 """
 
+from passport.run._campaign import CAMPAIGN_SPEC_FILE, CampaignOutcome, run_campaign
 from passport.run._canary_only import CanaryOutcome, run_canary_command
 from passport.run._collect import collect_host
 from passport.run._endpoint import Access, access, auth_headers, engine_launcher, model_of
@@ -19,6 +21,9 @@ from passport.run._stages import ProgressFactory, Say
 from passport.run._sweep import run_sweep
 
 __all__ = [
+    "CAMPAIGN_SPEC_FILE",
+    "CampaignOutcome",
+    "run_campaign",
     "Access",
     "access",
     "DECLARED_ALIASES",

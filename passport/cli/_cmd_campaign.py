@@ -1,0 +1,55 @@
+"""`passport campaign SPEC`: several launches of one model, one workload, one ranked answer."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+from passport.cli._shared import Printer
+
+__all__ = ["add", "main"]
+
+
+def add(sub: Any, epilog: str) -> None:
+    campaign = sub.add_parser(
+        "campaign", help="run several arms (engine launches or endpoints) on one workload and rank them",
+        description="Run each arm of a campaign spec one after another: the capacity arithmetic first (an arm that "
+                    "does not fit is never launched), then launch or attach, probe, canaries (a HOLD arm is never "
+                    "ranked), the timed run (or a sweep), discards; one passport per arm under "
+                    "<out>/<name>-campaign-<UTC>-<id>/arms/. Every arm gets the same workload, schedule, load, "
+                    "decoding, window and warm-up (the spec's run: section); a model or precision differing from "
+                    "the other arms' without being declared in the arm's varies: is reported as a broken "
+                    "invariant and the arm is not ranked. Arms are ranked by the declared objective (goodput under "
+                    "the SLO by default). An arm that fails to start or dies is recorded with the reason and the "
+                    "campaign goes on. Writes campaign.json, report.md and report.html; `passport verify` and "
+                    "`passport gate` read the campaign folder. Exit 0 when an arm was ranked, 1 when none was.",
+        epilog="examples:\n  passport campaign specs/llamacpp-campaign.yaml\n"
+               "  passport gate results/<name>-campaign-... --require 'arms.best.goodput.requests_per_s > 2' "
+               "--require 'arms.held == 0'",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    campaign.add_argument("spec", type=Path, help="the campaign spec (YAML): run:, arms:, objective:, cost:")
+    campaign.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                          help="output folder (default: results/)")
+    campaign.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    from passport.model import load_campaign
+    from passport.report import campaign_lines
+    from passport.run import run_campaign
+
+    campaign, specs, raw = load_campaign(args.spec)
+    with Printer(args.quiet) as printer:
+        outcome = run_campaign(campaign, specs, raw, args.out, **printer.kwargs())
+    print(f"campaign: {outcome.folder / 'campaign.json'}")
+    print(f"report:   {outcome.folder / 'report.html'}")
+    for row in outcome.record["arms"]:
+        rank = "—" if row["rank"] is None else f"#{row['rank']}"
+        value = "—" if row["objective"] is None else f"{row['objective']:.4g}"
+        print(f"{rank:>4} {row['name']:<16} {row['status']:<15} {campaign.objective} {value}")
+    for line in campaign_lines(outcome.record):
+        print(line)
+    return ExitCode.of(outcome.record["best"] is not None)

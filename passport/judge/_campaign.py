@@ -1,0 +1,333 @@
+"""Reading a campaign: one row per arm from its passport, the invariants across arms, the
+ranking by the declared objective, and the managed-vs-owned line.
+
+A row's status says why an arm is or is not ranked, first match wins:
+- `failed`: no passport (the engine did not start, the run raised); `reason` says what;
+- `does_not_fit`: the capacity arithmetic said the workload does not fit; never launched;
+- `held`: the canaries failed (HOLD); nothing was timed, so nothing to rank;
+- `incomplete` / `invalid`: the run stopped early, or a validity rule failed;
+- `not_comparable`: its model or precision differs from the reference arm's (the first arm
+  with a passport) and the arm did not declare it `varies` (the broken invariant is listed);
+- `no_value`: VALID, but the objective has no value (e.g. no cost declared);
+- `ranked`: VALID, comparable, with a value; ranks start at 1 (best).
+Ranking never uses raw peak tokens/s: the objectives are sustained rates over the window,
+goodput under the SLO by default, or cost per million tokens. Rows are pure functions of the arm
+passports (and the campaign spec), so `passport verify` recomputes them.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+from passport._errors import RunFolderError
+from passport.audit import content_sha256, diff_values
+from passport.judge._capacity import Architecture, Budget, GiB, KiB, MiB, compute
+from passport.judge._compare import invariant_values
+from passport.judge._names import GateError, Kind, Target
+from passport.model import (
+    ARM_COUNTS,
+    INVARIANT_VARIES,
+    OBJECTIVES,
+    ArmSpec,
+    CampaignSpec,
+    Passport,
+    configured_kv_tokens,
+)
+
+__all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "campaign_record", "read_campaign", "recompute_campaign", "gate_view",
+           "resolve_campaign_name", "ArmRow", "Fit", "check_fit", "summarize_arm", "failed_arm", "rank_arms",
+           "arm_counts", "managed_lines", "ROW_PATHS"]
+
+CAMPAIGN_VERSION = 1
+CAMPAIGN_FILE = "campaign.json"
+# Paths into a row a gate may read (`arms.best.<path>`, `arms.<name>.<path>`) -> kind.
+ROW_PATHS: dict[str, str] = {
+    "name": "text", "status": "text", "verdict": "text", "canaries": "text", "rank": "number", "objective": "number",
+    "throughput.requests_per_s": "number", "throughput.output_tokens_per_s": "number",
+    "goodput.requests_per_s": "number", "goodput.output_tokens_per_s": "number",
+    "ttft.p50": "latency", "ttft.p99": "latency", "e2e.p50": "latency", "e2e.p99": "latency",
+    "slo_met": "bool", "peak_memory_bytes": "number",
+    "kv_tokens.configured": "number", "kv_tokens.realized": "number", "context_per_sequence": "number",
+    "cost.usd_per_million_tokens": "number", "cost.usd_per_million_output_tokens": "number",
+    "cost.usd_per_million_tokens_at_goodput": "number",
+}
+
+
+@dataclass(frozen=True)
+class Fit:
+    """The capacity arithmetic of one arm: live sequences that fit against those needed."""
+
+    fits: bool
+    sequences_fit: int
+    sequences_needed: int
+    lines: list[str]
+
+
+def check_fit(arm: ArmSpec, concurrency: int | None) -> Fit | None:
+    """Does the arm's declared memory hold its weights and the KV cache its sequences need?
+    None when the arm declares no capacity section."""
+    c = arm.capacity
+    if c is None:
+        return None
+    needed = c.sequences or concurrency or 1
+    budget = Budget(weight_dtype=c.weights, kv_dtype=c.kv_dtype,
+                    gpu_memory_bytes=c.gpu_memory_gib * GiB if c.gpu_memory_gib else None,
+                    utilization=c.utilization, reserve_bytes=c.reserve_gib * GiB,
+                    activation_bytes=c.activations_gib * GiB,
+                    kv_pool_bytes=c.kv_pool_gib * GiB if c.kv_pool_gib else None)
+    arch = Architecture(n_params=c.params, full_attention_layers=0) if c.params else None
+    try:
+        report = compute(arch, budget, c.context_tokens, c.kv_kib_per_token * KiB, c.state_mib_per_sequence * MiB)
+    except ValueError as exc:  # nothing left for the KV cache: the weights alone do not fit
+        return Fit(False, 0, needed, [str(exc)])
+    fit = report.sequences_with_state
+    verdict = (f"fits: {fit} live sequences of {c.context_tokens:,} tokens, {needed} needed" if fit >= needed
+               else f"does not fit: {fit} live sequences of {c.context_tokens:,} tokens, {needed} needed")
+    return Fit(fit >= needed, fit, needed, [*report.lines, verdict])
+
+
+@dataclass
+class ArmRow:
+    """One arm of a campaign, as its passport (or its failure) says; see the module docstring."""
+
+    name: str
+    varies: dict[str, str]
+    status: str
+    reason: str | None = None
+    run: str | None = None  # its run (or sweep level) folder, relative to the campaign folder
+    passport_sha256: str | None = None
+    verdict: str | None = None
+    canaries: str | None = None
+    fit: dict[str, Any] | None = None
+    kv_tokens: dict[str, int | None] = field(default_factory=lambda: {"configured": None, "realized": None})
+    context_per_sequence: int | None = None
+    throughput: dict[str, float | None] = field(default_factory=dict)
+    goodput: dict[str, float | None] = field(default_factory=dict)
+    ttft: dict[str, float | None] = field(default_factory=dict)
+    e2e: dict[str, float | None] = field(default_factory=dict)
+    slo_met: bool | None = None
+    peak_memory_bytes: int | None = None
+    cost: dict[str, Any] | None = None
+    discarded: list[str] = field(default_factory=list)
+    invariants: dict[str, Any] = field(default_factory=dict)
+    broken: list[str] = field(default_factory=list)
+    objective: float | None = None
+    rank: int | None = None
+
+
+def failed_arm(arm: ArmSpec, status: str, reason: str, fit: Fit | None = None) -> ArmRow:
+    """The row of an arm without a passport (failed to start, raised, or did not fit)."""
+    return ArmRow(name=arm.name, varies=dict(arm.varies), status=status, reason=reason,
+                  fit=None if fit is None else {"fits": fit.fits, "sequences_fit": fit.sequences_fit,
+                                                "sequences_needed": fit.sequences_needed, "lines": fit.lines},
+                  kv_tokens={"configured": configured_kv_tokens(arm), "realized": None})
+
+
+def _stat(p: Passport, metric: str, stat: str) -> float | None:
+    s = p.results.metrics.get(metric)
+    value = getattr(s, stat) if s is not None else None
+    return None if value is None else float(value)
+
+
+def _identity_int(p: Passport, key: str) -> int | None:
+    found = p.identity.get(key)
+    return found.value if found is not None and isinstance(found.value, int) else None
+
+
+def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objective: str) -> ArmRow:
+    """An arm's row from its passport (status before the cross-arm invariants are compared)."""
+    row = failed_arm(arm, "ranked", "", fit)
+    row.reason, row.run, row.passport_sha256, row.verdict = None, run, p.content_sha256, p.verdict
+    row.canaries = p.validity.canaries.status
+    row.kv_tokens["realized"] = _identity_int(p, "capacity.kv_tokens")
+    row.context_per_sequence = _identity_int(p, "capacity.context_per_sequence")
+    row.throughput = {k: _stat(p, f"throughput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
+    row.goodput = {k: _stat(p, f"goodput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
+    row.ttft = {k: _stat(p, "ttft.any", k) for k in ("p50", "p99")}
+    row.e2e = {k: _stat(p, "e2e", k) for k in ("p50", "p99")}
+    row.slo_met = None if p.results.slo is None else p.results.slo.met
+    row.peak_memory_bytes = p.results.peak_memory.value_bytes
+    cost = p.results.cost
+    if cost is not None:
+        row.cost = {"basis": cost.basis, "usd_per_million_tokens": cost.throughput.usd_per_million_tokens,
+                    "usd_per_million_output_tokens": cost.throughput.usd_per_million_output_tokens,
+                    "usd_per_million_tokens_at_goodput":
+                        None if cost.goodput is None else cost.goodput.usd_per_million_tokens,
+                    "input_tokens": cost.input_tokens, "output_tokens": cost.output_tokens}
+    if p.results.discard is not None:
+        row.discarded = [f"repetition {d.repetition} by {d.rule!r} ({d.message})" for d in p.results.discard.discarded]
+    row.invariants = invariant_values(p)
+    head, _, rest = objective.partition(".")
+    source = {"goodput": row.goodput, "throughput": row.throughput}.get(head, row.cost or {})
+    row.objective = source.get(rest)
+    if p.verdict == "HOLD":
+        row.status, row.reason = "held", f"canaries failed: {p.validity.canaries.reason}"
+    elif p.verdict == "INCOMPLETE":
+        row.status, row.reason = "incomplete", p.validity.incomplete_reason
+    elif p.verdict == "INVALID":
+        failed = [f"{r.name}: {r.message}" for r in p.validity.rules if r.status == "FAIL"]
+        row.status, row.reason = "invalid", "; ".join(failed)
+    elif row.objective is None:
+        row.status, row.reason = "no_value", f"the passport has no value for {objective}"
+    return row
+
+
+def _compare_invariants(rows: list[ArmRow]) -> None:
+    """Mark rows whose model or precision differs from the reference arm's, undeclared."""
+    measured = [r for r in rows if r.invariants]
+    if not measured:
+        return
+    reference = measured[0]
+    for row in measured[1:]:
+        for name, value in row.invariants.items():
+            if value == reference.invariants.get(name):
+                continue
+            if name in INVARIANT_VARIES and name in row.varies:
+                continue
+            row.broken.append(f"{name} differs from arm {reference.name}'s: {value!r} against "
+                              f"{reference.invariants.get(name)!r}"
+                              + (f" (declare varies.{name} if intended)" if name in INVARIANT_VARIES else ""))
+        if row.broken and row.status in ("ranked", "no_value"):
+            row.status, row.reason = "not_comparable", "; ".join(row.broken)
+
+
+def rank_arms(rows: list[ArmRow], objective: str) -> None:
+    """Compare the invariants, then rank the comparable VALID arms by the objective (1 = best)."""
+    _compare_invariants(rows)
+    ranked = [r for r in rows if r.status == "ranked"]
+    higher = OBJECTIVES[objective]
+    ranked.sort(key=lambda r: (-(r.objective or 0.0) if higher else (r.objective or 0.0), r.name))
+    for i, row in enumerate(ranked):
+        row.rank = i + 1
+
+
+def arm_counts(rows: list[ArmRow]) -> dict[str, int]:
+    """How many arms ended each way (gate names `arms.<count>`)."""
+    counts = {name: 0 for name in ARM_COUNTS}
+    counts["total"] = len(rows)
+    for row in rows:
+        counts[row.status] += 1
+    return counts
+
+
+def managed_lines(rows: list[ArmRow], managed: dict[str, float] | None) -> list[str]:
+    """Each owned arm's cost per million tokens against the managed prices at the same input:output
+    mix, and the share of the time the card must be busy for owning to be cheaper."""
+    if not managed:
+        return []
+    lines = []
+    for row in rows:
+        if row.cost is None or row.cost["basis"] != "owned" or row.cost["usd_per_million_tokens"] is None:
+            continue
+        owned = float(row.cost["usd_per_million_tokens"])
+        inp, out = int(row.cost["input_tokens"]), int(row.cost["output_tokens"])
+        price = (managed["input_usd_per_million"] * inp + managed["output_usd_per_million"] * out) / (inp + out)
+        busy = owned / price if price else None
+        verdict = (f"owning is cheaper while the card is kept at least {busy:.0%} as busy as in this run"
+                   if busy is not None and busy <= 1 else
+                   "the managed endpoint is cheaper at this workload even with the card always this busy")
+        lines.append(f"{row.name}: USD {owned:.4g} per million tokens owned at the measured throughput against "
+                     f"USD {price:.4g} managed at this workload's mix ({inp:,} input : {out:,} output tokens); "
+                     f"{verdict}")
+    return lines
+
+
+def campaign_record(campaign: CampaignSpec, spec_file: str, rows: list[ArmRow], created_utc: str,
+                    interrupted: bool) -> dict[str, Any]:
+    """campaign.json: the arms ranked (on a copy: `rows` stay as summarized), the counts, the best
+    arm, the managed-vs-owned lines, sealed by a content hash."""
+    ranked = copy.deepcopy(rows)
+    rank_arms(ranked, campaign.objective)
+    managed = None if campaign.managed is None else campaign.managed.model_dump(mode="json", exclude_unset=True)
+    data: dict[str, Any] = {
+        "campaign_version": CAMPAIGN_VERSION, "name": campaign.name, "created_utc": created_utc,
+        "objective": campaign.objective, "mode": campaign.mode, "slo": dict(campaign.run.get("slo") or {}),
+        "spec_file": spec_file, "arms": [asdict(r) for r in ranked], "counts": arm_counts(ranked),
+        "best": next((r.name for r in ranked if r.rank == 1), None), "managed": managed,
+        "managed_lines": managed_lines(ranked, managed), "interrupted": interrupted,
+    }
+    data = json.loads(json.dumps(data))  # plain JSON values, as read back
+    data["content_sha256"] = content_sha256(data)
+    return data
+
+
+def read_campaign(folder: Path) -> dict[str, Any]:
+    """campaign.json of a campaign folder; RunFolderError when there is none."""
+    path = Path(folder) / CAMPAIGN_FILE
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise RunFolderError(f"cannot read {path}: {exc}") from exc
+    if not isinstance(data, dict) or data.get("campaign_version") != CAMPAIGN_VERSION:
+        raise RunFolderError(f"{path} is not a campaign record this passport reads (campaign_version "
+                             f"{CAMPAIGN_VERSION})")
+    return data
+
+
+def recompute_campaign(folder: Path) -> list[str]:
+    """Differences between campaign.json and what its spec and its arms' passports give: each
+    timed arm's row re-summarized from its passport (whose content hash must be the one recorded),
+    the capacity arithmetic redone, the ranking redone; and the record's own content hash."""
+    from passport.model import load_campaign, read_passport
+
+    folder = Path(folder)
+    recorded = read_campaign(folder)
+    problems = []
+    if recorded.get("content_sha256") != content_sha256(recorded):
+        problems.append(f"{CAMPAIGN_FILE}: content_sha256 differs (the record was edited after it was written)")
+    campaign, specs, _ = load_campaign(folder / recorded["spec_file"])
+    arms = {a.name: a for a in campaign.arms}
+    rows = []
+    for old in recorded["arms"]:
+        arm = arms.get(old["name"])
+        if arm is None:
+            problems.append(f"arm {old['name']!r} is in {CAMPAIGN_FILE} but not in {recorded['spec_file']}")
+            continue
+        fit = check_fit(arm, specs[arm.name].load.concurrency)
+        if old["run"] is None:
+            row = failed_arm(arm, old["status"], old["reason"], fit)  # nothing to recompute but the fit
+        else:
+            passport = read_passport(folder / old["run"])
+            if passport.content_sha256 != old["passport_sha256"]:
+                problems.append(f"arm {arm.name}: {old['run']}/passport.json is not the passport the campaign "
+                                "recorded (its content hash differs)")
+            row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
+        rows.append(row)
+    fresh = campaign_record(campaign, recorded["spec_file"], rows, recorded["created_utc"], recorded["interrupted"])
+    fresh.pop("content_sha256")
+    mine = {k: v for k, v in recorded.items() if k != "content_sha256"}
+    problems += diff_values(mine, fresh, "campaign")
+    return problems
+
+
+def gate_view(record: dict[str, Any]) -> dict[str, Any]:
+    """campaign.json as the gate reads it: `arms.<count>`, `arms.best.<row path>` (absent when no
+    arm was ranked) and `arms.<name>.<row path>`."""
+    arms: dict[str, Any] = dict(record["counts"])
+    rows = {row["name"]: row for row in record["arms"]}
+    arms.update(rows)
+    if record["best"] is not None:
+        arms["best"] = rows[record["best"]]
+    return {"arms": arms}
+
+
+def resolve_campaign_name(name: str) -> Target:
+    """The target of a gate name on a campaign; GateError with the closest names when unknown."""
+    parts = name.split(".")
+    if parts[0] == "arms" and len(parts) == 2 and parts[1] in ARM_COUNTS:
+        return Target(name, "number", ("arms", parts[1]))
+    if parts[0] == "arms" and len(parts) >= 3:
+        rest = ".".join(parts[2:])
+        kind = ROW_PATHS.get(rest)
+        if kind is not None:
+            return Target(name, cast(Kind, kind), ("arms", parts[1], *parts[2:]))
+    candidates = [f"arms.{c}" for c in ARM_COUNTS] + [f"arms.best.{p}" for p in ROW_PATHS]
+    close = difflib.get_close_matches(name, candidates, n=3, cutoff=0.6)
+    hint = f"did you mean {', '.join(repr(c) for c in close)}? " if close else ""
+    raise GateError(f"unknown campaign gate name {name!r}: {hint}use arms.<count> ({', '.join(ARM_COUNTS)}), "
+                    f"arms.best.<field> or arms.<arm name>.<field>, fields: {', '.join(ROW_PATHS)}")

@@ -24,6 +24,10 @@ def add(sub: Any, epilog: str) -> None:
         epilog="examples:\n"
                "  passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 32768 \\\n"
                "      --published-sequences 36 --published-context 8192\n"
+               "  passport capacity --kv-pool-gib 23.3 --kv-kib-per-token 64 --context 8192 \\\n"
+               "      --published-sequences 36 --live-sequences 20 --monthly-input-mtok 200 \\\n"
+               "      --monthly-output-mtok 40 \\\n"
+               "      --input-usd-per-million 0.45 --output-usd-per-million 3.20 --gpu-hour-usd 2.5\n"
                "  passport capacity --config ./Qwen3-Next-80B/ --params 80e9 --weights fp8 --kv-dtype bf16 \\\n"
                "      --gpu-memory-gib 141 --utilization 0.9 --reserve-gib 2 --context 32768",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -42,6 +46,19 @@ def add(sub: Any, epilog: str) -> None:
     capacity.add_argument("--context", type=int, required=True, help="tokens per sequence")
     capacity.add_argument("--published-sequences", type=int, metavar="N", help="a published 'N sequences fit'")
     capacity.add_argument("--published-context", type=int, metavar="C", help="... of C tokens each")
+    price = capacity.add_argument_group(
+        "a month priced two ways (managed per-token prices against cards by the hour, on all month)")
+    price.add_argument("--live-sequences", type=int, metavar="N",
+                       help="sequences live at once at peak: fits on one card? (cards = N / sequences that fit)")
+    price.add_argument("--monthly-input-mtok", type=float, metavar="M", help="input tokens per month, millions")
+    price.add_argument("--monthly-output-mtok", type=float, metavar="M", help="output tokens per month, millions")
+    price.add_argument("--input-usd-per-million", type=float, metavar="USD", help="managed price of input tokens")
+    price.add_argument("--output-usd-per-million", type=float, metavar="USD", help="managed price of output tokens")
+    price.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="one owned or rented card, per hour")
+    price.add_argument("--gpus", type=int, default=1, metavar="N", help="cards per replica (default 1)")
+    price.add_argument("--tokens-per-s-per-card", type=float, metavar="T",
+                       help="measured throughput of one replica (a passport's throughput.total_tokens_per_s): "
+                            "adds replicas when the month's volume needs them")
     capacity.add_argument("--json", action="store_true", help="print the figures as JSON")
 
 
@@ -60,6 +77,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         compute,
         implied_state_per_sequence,
         load_config,
+        monthly_cost,
     )
 
     try:
@@ -91,14 +109,36 @@ def main(args: argparse.Namespace) -> ExitCode:
             if state is None:
                 state, source = max(implied, 0.0), "implied by the published figure"
         report = compute(arch, budget, args.context, kv, state, source)
+        month = None
+        if args.monthly_input_mtok is not None or args.monthly_output_mtok is not None:
+            if args.gpu_hour_usd is None and args.input_usd_per_million is None:
+                raise ValueError("pricing a month needs --input-usd-per-million/--output-usd-per-million (managed) "
+                                 "and/or --gpu-hour-usd (owned)")
+            if (args.input_usd_per_million is None) != (args.output_usd_per_million is None):
+                raise ValueError("give both --input-usd-per-million and --output-usd-per-million")
+            month = monthly_cost(args.monthly_input_mtok or 0.0, args.monthly_output_mtok or 0.0,
+                                 args.input_usd_per_million, args.output_usd_per_million, args.gpu_hour_usd,
+                                 args.gpus, args.live_sequences, report.sequences_with_state,
+                                 args.tokens_per_s_per_card)
     except (ValueError, OSError, KeyError) as exc:
         raise SpecError(f"capacity: {exc}") from None
+    fit_lines = []
+    if args.live_sequences is not None:
+        fits = report.sequences_with_state >= args.live_sequences
+        fit_lines.append(f"=> {args.live_sequences} live sequences needed, {report.sequences_with_state} fit: "
+                         + ("one replica suffices" if fits else
+                            f"{math.ceil(args.live_sequences / max(report.sequences_with_state, 1))} replicas needed"))
     if args.json:
-        print(json.dumps({k: v for k, v in asdict(report).items() if k != "lines"}, indent=2))
+        figures = {k: v for k, v in asdict(report).items() if k != "lines"}
+        if month is not None:
+            figures["month"] = {k: v for k, v in asdict(month).items() if k != "lines"}
+        print(json.dumps(figures, indent=2))
         return ExitCode.OK
     for line in report.lines + implied_lines:
         print(line)
     print(f"=> {report.pool_tokens:,} tokens; {report.sequences_naive} sequences of {args.context:,} tokens by naive "
           f"division, {report.sequences_with_state} charging {report.state_bytes_per_sequence / MiB:.1f} MiB of fixed "
           "state per sequence")
+    for line in fit_lines + (month.lines if month is not None else []):
+        print(line)
     return ExitCode.OK

@@ -17,7 +17,9 @@ def add(sub: Any, epilog: str) -> None:
         description="Check RUN_DIR/passport.json against its run folder: its content hash, the sha256 of every "
                     "file it lists, the declarations frozen before the run; recompute the results, counts, canary "
                     "summary, every validity rule and the verdict from the raw files; re-render the reports and "
-                    "replay the recorded probes behind the identity. A campaign folder: its campaign.json recomputed from its spec and its arms' passports, and every arm's run verified. Prints 'verified' or each difference. Exit 0 "
+                    "replay the recorded probes behind the identity. A campaign folder: "
+                    "its campaign.json recomputed from its spec and its arms' passports, and every arm's run "
+                    "verified. Prints 'verified' or each difference. Exit 0 "
                     "verified, 1 differences found, 2 when RUN_DIR holds no passport this version reads.",
     )
     verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")

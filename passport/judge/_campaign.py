@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from passport._errors import RunFolderError
-from passport.audit import content_sha256, diff_values
+from passport.audit import content_sha256, diff_values, read_passport_json
 from passport.judge._capacity import Architecture, Budget, GiB, KiB, MiB, compute
 from passport.judge._compare import invariant_values
 from passport.judge._names import GateError, Kind, Target
@@ -273,7 +273,7 @@ def recompute_campaign(folder: Path) -> list[str]:
     """Differences between campaign.json and what its spec and its arms' passports give: each
     timed arm's row re-summarized from its passport (whose content hash must be the one recorded),
     the capacity arithmetic redone, the ranking redone; and the record's own content hash."""
-    from passport.model import load_campaign, read_passport
+    from passport.model import load_campaign
 
     folder = Path(folder)
     recorded = read_campaign(folder)
@@ -292,10 +292,12 @@ def recompute_campaign(folder: Path) -> list[str]:
         if old["run"] is None:
             row = failed_arm(arm, old["status"], old["reason"], fit)  # nothing to recompute but the fit
         else:
-            passport = read_passport(folder / old["run"])
-            if passport.content_sha256 != old["passport_sha256"]:
+            # unsealed: an edited arm passport is a difference to report, not a reason to stop
+            raw = read_passport_json(folder / old["run"])
+            passport = Passport.model_validate(raw)
+            if raw.get("content_sha256") != old["passport_sha256"] or content_sha256(raw) != old["passport_sha256"]:
                 problems.append(f"arm {arm.name}: {old['run']}/passport.json is not the passport the campaign "
-                                "recorded (its content hash differs)")
+                                "recorded (its content hash differs: it was edited or replaced)")
             row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
         rows.append(row)
     fresh = campaign_record(campaign, recorded["spec_file"], rows, recorded["created_utc"], recorded["interrupted"])

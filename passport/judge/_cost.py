@@ -3,9 +3,9 @@ prices) and on cards owned or rented by the hour, kept on all month.
 
 The managed bill is input tokens x the input price + output tokens x the output price. The owned
 bill is cards x USD per card-hour x 730 hours (a year's 8,760 hours over twelve months), where the
-cards are the most of: those the memory arithmetic needs (one card holds `sequences_per_card`
-live sequences; `passport capacity` computes it) and, when a measured throughput per card is
-given, those that serve the month's tokens at that throughput. The break-even volume is the
+cards are the most of: those the memory arithmetic needs (one replica of `gpus_per_replica`
+cards holds `sequences_per_card` live sequences; `passport capacity` computes it) and, when a
+measured throughput per replica is given, the replicas that serve the month's tokens at it. The break-even volume is the
 monthly token count at which the two bills are equal, at this input:output mix.
 """
 
@@ -52,9 +52,9 @@ def monthly_cost(input_million: float, output_million: float, input_usd_per_mill
         if tokens_per_s_per_card:
             per_month = tokens_per_s_per_card * 3600 * HOURS_PER_MONTH / 1e6
             by_volume = max(1, math.ceil(total_million / per_month))
-            cards = max(cards, by_volume)
-            reasons.append(f"{total_million:,.1f} M tokens / {per_month:,.1f} M per card-month at "
-                           f"{tokens_per_s_per_card:g} tok/s = {by_volume}")
+            cards = max(cards, by_volume * gpus_per_replica)
+            reasons.append(f"{total_million:,.1f} M tokens / {per_month:,.1f} M per replica-month at "
+                           f"{tokens_per_s_per_card:g} tok/s = {by_volume} replica(s)")
         owned = cards * gpu_hour_usd * HOURS_PER_MONTH
         lines.append(f"owned: {cards} card(s) ({'; '.join(reasons)}) x USD {gpu_hour_usd:g}/h x "
                      f"{HOURS_PER_MONTH:.0f} h = USD {owned:,.2f} per month")

@@ -195,7 +195,8 @@ def timeline(requests: pa.Table, chunks: pa.Table | None, telemetry: pa.Table | 
     ax.step(np.r_[0.0, times], np.r_[0.0, level], where="post", linewidth=1.2)
     ax.set_ylabel("requests in flight")
     _shade(ax, windows)
-    ax.legend(fontsize=8, loc="upper right")
+    if ax.get_legend_handles_labels()[0]:  # a held run has no window to label
+        ax.legend(fontsize=8, loc="upper right")
     bin_s = max(0.1, float(np.ceil(t_max / 80.0 * 10) / 10))
     edges, rate = _output_tokens_per_bin(requests, chunks, bin_s, t_max)
     ax = axes[1]

@@ -249,3 +249,29 @@ def test_structured_output_preset_gives_schema_valid_json_on_the_real_engine(
     assert ended.sum() >= 3 and (requests.check_result[ended] == "passed").all()
     assert set(requests.check_result) <= {"passed", "truncation"}
     assert passport["validity"]["counts"]["schema_failures"] == 0
+
+
+def test_bundled_campaign_ranks_real_launches_and_holds_the_broken_template(tmp_path: Path) -> None:
+    # specs/llamacpp-campaign.yaml as a user runs it: four launches of the same GGUF
+    result = run_cli("campaign", "specs/llamacpp-campaign.yaml", "--out", str(tmp_path / "out"), "--quiet",
+                     timeout_s=600)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_run_dir(tmp_path / "out")
+    record = json.loads((folder / "campaign.json").read_text())
+    rows = {r["name"]: r for r in record["arms"]}
+    for name in ("np1", "np2", "ctx64k"):
+        assert rows[name]["status"] == "ranked" and rows[name]["canaries"] == "passed", rows[name]
+        assert rows[name]["goodput"]["requests_per_s"] > 0.2
+    assert sorted(rows[n]["rank"] for n in ("np1", "np2", "ctx64k")) == [1, 2, 3]
+    # -c 2048 over -np 2: the pool holds 2,048 tokens, 1,024 per sequence, as /props says
+    assert rows["np2"]["kv_tokens"] == {"configured": 2048, "realized": 2048}
+    assert rows["np2"]["context_per_sequence"] == 1024
+    # -c 65536 asked for; llama.cpp caps a slot at the model's trained context (32,768)
+    assert rows["ctx64k"]["kv_tokens"] == {"configured": 65536, "realized": 32768}
+    held = rows["gemma-template"]
+    assert held["status"] == "held" and held["rank"] is None and held["verdict"] == "HOLD"
+    held_passport = json.loads((folder / held["run"] / "passport.json").read_text())
+    assert [f["case_id"] for f in held_passport["validity"]["canaries"]["failures"]] == ["exact-chat-greeting"]
+    assert run_cli("verify", str(folder)).returncode == 0
+    gate = run_cli("gate", str(folder), "--require", "arms.held == 0")
+    assert gate.returncode == 1 and "measured 1" in gate.stdout

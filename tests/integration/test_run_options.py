@@ -75,7 +75,8 @@ def test_open_loop_cap_bounds_in_flight_and_sched_metrics_show_the_wait(
     # every request is due while the cap is full, and the rule says so instead of blaming the harness
     rule = next(r for r in passport["validity"]["rules"] if r["name"] == "dispatch_lag")
     found = int(rule["message"].split("; ")[1].split(" of ")[0])
-    assert 25 <= found <= 27 and "of 30 measured requests found the in-flight cap (load.concurrency 3)" in rule["message"]
+    assert 25 <= found <= 27
+    assert "of 30 measured requests found the in-flight cap (load.concurrency 3)" in rule["message"]
 
 
 def test_first_byte_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:

@@ -75,3 +75,21 @@ def test_weights_that_leave_nothing_for_the_cache_are_a_clear_error() -> None:
     result = run_cli("capacity", "--config", str(CONFIGS / "qwen3-next-like"), "--params", "80e9", "--weights",
                      "bf16", "--gpu-memory-gib", "80", "--context", "8192")
     assert result.returncode == 2 and "nothing is left for the KV cache" in result.stderr
+
+
+def test_the_worked_case_fits_one_card_and_prices_a_month_both_ways() -> None:
+    # 200 daily users, ~8K-token conversations on an 80 GB card: a 23.3 GiB pool holding 36 live 8K
+    # sequences (the published figure); 20 live at peak; 200 M input + 40 M output tokens a month
+    result = run_cli("capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "8192",
+                     "--published-sequences", "36", "--live-sequences", "20", "--monthly-input-mtok", "200",
+                     "--monthly-output-mtok", "40", "--input-usd-per-million", "0.45", "--output-usd-per-million",
+                     "3.20", "--gpu-hour-usd", "2.5")
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "=> 20 live sequences needed, 36 fit: one replica suffices" in out
+    assert "= USD 218.00 per month" in out  # 200 x 0.45 + 40 x 3.20
+    assert "x USD 2.5/h x 730 h = USD 1,825.00 per month" in out
+    assert "break-even: 2,009 M tokens per month" in out and "the managed option is cheaper" in out  # 1825 / (218/240)
+    refused = run_cli("capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "8192",
+                      "--monthly-input-mtok", "200", "--input-usd-per-million", "0.45")
+    assert refused.returncode == 2 and "give both --input-usd-per-million and --output-usd-per-million" in refused.stderr

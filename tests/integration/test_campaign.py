@@ -1,0 +1,128 @@
+"""`passport campaign` against launched simulators with scripted timings and faults: ranking,
+an arm that dies mid-run, one that never starts, one that garbles under load, one serving
+another model, one that does not fit; then verify, gate, and tampering caught."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.conftest import LENIENT_CLIENT, only_run_dir, run_cli
+from tests.faults import fault
+
+SIM = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}}"
+SUITE = {"suite": "campaign-check", "version": 1, "cases": [
+    {"id": "exact", "kind": "exact", "api": "chat", "prompt": "Capital of France?", "max_tokens": 16,
+     "expect": {"text": "Paris is the capital."}},
+    {"id": "json", "kind": "json", "api": "chat", "prompt": "Describe Ada as JSON.", "max_tokens": 32,
+     "schema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}},
+]}
+SCRIPT = [{"match": "Capital of France", "reply": "Paris is the capital."},
+          {"match": "Describe Ada", "reply": '{"name": "Ada"}'}]
+
+
+def _campaign(tmp_path: Path, arms: list[dict[str, Any]]) -> Path:
+    suite, script = tmp_path / "suite.yaml", tmp_path / "script.yaml"
+    suite.write_text(yaml.safe_dump(SUITE))
+    script.write_text(yaml.safe_dump(SCRIPT))
+    for arm in arms:
+        if "engine" in arm:
+            arm["engine"]["launch"] = arm["engine"]["launch"].replace("SCRIPT", str(script))
+    spec = {
+        "name": "sim", "objective": "goodput.requests_per_s", "cost": {"gpu_hour_usd": 2.0},
+        "managed": {"input_usd_per_million": 0.45, "output_usd_per_million": 3.20},
+        "run": {"workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 16},
+                             "output_tokens": {"dist": "fixed", "value": 8}},
+                "load": {"pattern": "closed", "concurrency": 4, "measure": {"requests": 60}},
+                "canaries": str(suite), "canary_share": 0.1, "slo": {"ttft.any.p90": "100ms"},
+                "validity": LENIENT_CLIENT},
+        "arms": arms,
+    }
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    return path
+
+
+@fault("a campaign arm dies mid-run, never starts, or garbles under load",
+       "the arm is recorded with the reason and left unranked; the campaign goes on and verifies")
+def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> None:
+    scripted = f"{SIM} --script SCRIPT"
+    arms = [
+        {"name": "fast", "engine": {"launch": f"{scripted} --ttft-ms 5 --itl-ms 2"}, "varies": {"engine": "fast"}},
+        {"name": "slow", "engine": {"launch": f"{scripted} --ttft-ms 30 --itl-ms 5"}},
+        {"name": "dies", "engine": {"launch": f"{scripted} --die-after 30"}},
+        {"name": "nostart", "engine": {"launch": "/nonexistent/engine --port {port}", "health_timeout_s": 5}},
+        {"name": "garbles", "engine": {"launch": f"{scripted} --garble-above 2"}},
+        {"name": "othermodel", "engine": {"launch": f"{scripted} --model another-model"}},
+        {"name": "toobig", "engine": {"launch": scripted},
+         "capacity": {"kv_pool_gib": 1, "kv_kib_per_token": 64, "context_tokens": 32768}},
+    ]
+    result = run_cli("campaign", str(_campaign(tmp_path, arms)), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_run_dir(tmp_path / "out")
+    record = json.loads((folder / "campaign.json").read_text())
+    rows = {r["name"]: r for r in record["arms"]}
+    assert list(rows) == [a["name"] for a in arms]  # every arm recorded, in order
+    # per request ~5 + 8 x 2 ms against ~30 + 8 x 5 ms: four users get about 3x the requests/s
+    assert rows["fast"]["rank"] == 1 and rows["slow"]["rank"] == 2 and record["best"] == "fast"
+    assert rows["fast"]["goodput"]["requests_per_s"] > 2 * rows["slow"]["goodput"]["requests_per_s"]
+    assert rows["dies"]["status"] == "incomplete" and "engine exited" in rows["dies"]["reason"]
+    dies_run = folder / rows["dies"]["run"]
+    assert json.loads((dies_run / "passport.json").read_text())["validity"]["counts"]["measured"] > 0
+    assert rows["nostart"]["status"] == "failed" and "cannot start the engine" in rows["nostart"]["reason"]
+    assert rows["nostart"]["run"] is None
+    assert rows["garbles"]["status"] == "invalid" and "canaries_under_load" in rows["garbles"]["reason"]
+    assert rows["othermodel"]["status"] == "not_comparable"
+    assert "model differs from arm fast's: 'another-model'" in rows["othermodel"]["reason"]
+    assert rows["toobig"]["status"] == "does_not_fit" and rows["toobig"]["run"] is None
+    assert "does not fit: 0 live sequences of 32,768 tokens, 4 needed" in rows["toobig"]["reason"]
+    assert all(rows[n]["rank"] is None for n in ("dies", "nostart", "garbles", "othermodel", "toobig"))
+    assert record["counts"] == {"total": 7, "ranked": 2, "held": 0, "failed": 1, "does_not_fit": 1,
+                                "incomplete": 1, "invalid": 1, "not_comparable": 1, "no_value": 0}
+    cost = rows["fast"]["cost"]  # USD 2/h over its window, per million tokens served
+    assert cost["basis"] == "owned" and cost["usd_per_million_tokens"] > 0
+    assert any(line.startswith("fast: USD") for line in record["managed_lines"])
+    report = (folder / "report.md").read_text()
+    assert "| 1 | `fast` | ranked |" in report and "`nostart` (failed)" in report
+    assert (folder / "plots" / "campaign.png").stat().st_size > 10_000
+
+    verified = run_cli("verify", str(folder))
+    assert verified.returncode == 0 and verified.stdout.startswith("verified"), verified.stdout
+    gate = run_cli("gate", str(folder), "--require", "arms.best.goodput.requests_per_s > 2",
+                   "--require", "arms.held == 0", "--require", "arms.fast.ttft.p99 < 100ms")
+    assert gate.returncode == 0, gate.stdout
+    gate = run_cli("gate", str(folder), "--require", "arms.failed == 0")
+    assert gate.returncode == 1 and "FAIL  arms.failed == 0  measured 1" in gate.stdout
+    unknown = run_cli("gate", str(folder), "--require", "arms.fastest.ttft.p99 < 1s")
+    assert unknown.returncode == 2 and "no arm named 'fastest'" in unknown.stderr
+
+    original = (folder / "campaign.json").read_text()
+    edited = json.loads(original)
+    edited["arms"][1]["objective"] *= 10  # slow made to look fast
+    (folder / "campaign.json").write_text(json.dumps(edited))
+    tampered = run_cli("verify", str(folder))
+    assert tampered.returncode == 1 and "campaign.json: content_sha256 differs" in tampered.stdout
+    assert "campaign.arms[1].objective" in tampered.stdout
+    (folder / "campaign.json").write_text(original)
+    arm_passport = folder / rows["slow"]["run"] / "passport.json"
+    edited = json.loads(arm_passport.read_text())
+    edited["results"]["metrics"]["ttft.any"]["p99"] = 0.001
+    arm_passport.write_text(json.dumps(edited))
+    tampered = run_cli("verify", str(folder))
+    assert tampered.returncode == 1 and "arm slow" in tampered.stdout
+
+
+def test_a_campaign_that_cannot_run_says_why_before_launching_anything(tmp_path: Path) -> None:
+    arms = [{"name": "a", "engine": {"launch": SIM}}, {"name": "a", "engine": {"launch": SIM}}]
+    result = run_cli("campaign", str(_campaign(tmp_path, arms)), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "two arms are named 'a' (arms 1 and 2)" in result.stderr
+    assert not (tmp_path / "out").exists()
+    broken = yaml.safe_load((tmp_path / "campaign.yaml").read_text())
+    broken["arms"] = [{"name": "a", "engine": {"launch": SIM}, "endpoint": {"base_url": "http://127.0.0.1:9/v1"}}]
+    (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(broken))
+    result = run_cli("campaign", str(tmp_path / "campaign.yaml"), "--out", str(tmp_path / "out"))
+    assert result.returncode == 2 and "either launches (engine) or attaches" in result.stderr

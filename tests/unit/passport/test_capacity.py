@@ -92,4 +92,5 @@ def test_the_worked_case_fits_one_card_and_prices_a_month_both_ways() -> None:
     assert "break-even: 2,009 M tokens per month" in out and "the managed option is cheaper" in out  # 1825 / (218/240)
     refused = run_cli("capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "8192",
                       "--monthly-input-mtok", "200", "--input-usd-per-million", "0.45")
-    assert refused.returncode == 2 and "give both --input-usd-per-million and --output-usd-per-million" in refused.stderr
+    assert refused.returncode == 2
+    assert "give both --input-usd-per-million and --output-usd-per-million" in refused.stderr

@@ -39,12 +39,13 @@ from passport.model import (
     configured_kv_tokens,
 )
 
-__all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "campaign_record", "read_campaign", "recompute_campaign", "gate_view",
-           "resolve_campaign_name", "ArmRow", "Fit", "check_fit", "summarize_arm", "failed_arm", "rank_arms",
-           "arm_counts", "managed_lines", "ROW_PATHS"]
+__all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "SWEEP_FILE", "campaign_record", "read_campaign", "recompute_campaign",
+           "gate_view", "judged_at_knee", "resolve_campaign_name", "ArmRow", "Fit", "check_fit", "summarize_arm",
+           "failed_arm", "rank_arms", "arm_counts", "managed_lines", "ROW_PATHS"]
 
 CAMPAIGN_VERSION = 1
 CAMPAIGN_FILE = "campaign.json"
+SWEEP_FILE = "sweep.json"  # written by passport.run.run_sweep
 # Paths into a row a gate may read (`arms.best.<path>`, `arms.<name>.<path>`) -> kind.
 ROW_PATHS: dict[str, str] = {
     "name": "text", "status": "text", "verdict": "text", "canaries": "text", "rank": "number", "objective": "number",
@@ -177,15 +178,30 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     return row
 
 
-def _compare_invariants(rows: list[ArmRow]) -> None:
-    """Mark rows whose model or precision differs from the reference arm's, undeclared."""
+def judged_at_knee(row: ArmRow, sweep: dict[str, Any]) -> ArmRow:
+    """A sweep arm's row (summarized at its knee level, else its lowest): without a knee no level
+    met the SLO, and the arm is not ranked."""
+    if sweep.get("knee") is None and row.status == "ranked":
+        row.status = "invalid"
+        row.reason = f"no level met the SLO ({sweep.get('knee_note')}); shown at its lowest level"
+    return row
+
+
+# Sweep arms are judged at their own knees, so their load levels (and, with fresh prompts, the
+# levels' prompts) differ by design; the other invariants still hold.
+_SWEEP_EXEMPT = ("load", "workload")
+
+
+def _compare_invariants(rows: list[ArmRow], mode: str) -> None:
+    """Mark rows whose model or precision (or anything else) differs from the reference arm's,
+    undeclared."""
     measured = [r for r in rows if r.invariants]
     if not measured:
         return
     reference = measured[0]
     for row in measured[1:]:
         for name, value in row.invariants.items():
-            if value == reference.invariants.get(name):
+            if value == reference.invariants.get(name) or (mode == "sweep" and name in _SWEEP_EXEMPT):
                 continue
             if name in INVARIANT_VARIES and name in row.varies:
                 continue
@@ -196,9 +212,9 @@ def _compare_invariants(rows: list[ArmRow]) -> None:
             row.status, row.reason = "not_comparable", "; ".join(row.broken)
 
 
-def rank_arms(rows: list[ArmRow], objective: str) -> None:
+def rank_arms(rows: list[ArmRow], objective: str, mode: str = "run") -> None:
     """Compare the invariants, then rank the comparable VALID arms by the objective (1 = best)."""
-    _compare_invariants(rows)
+    _compare_invariants(rows, mode)
     ranked = [r for r in rows if r.status == "ranked"]
     higher = OBJECTIVES[objective]
     ranked.sort(key=lambda r: (-(r.objective or 0.0) if higher else (r.objective or 0.0), r.name))
@@ -242,7 +258,7 @@ def campaign_record(campaign: CampaignSpec, spec_file: str, rows: list[ArmRow], 
     """campaign.json: the arms ranked (on a copy: `rows` stay as summarized), the counts, the best
     arm, the managed-vs-owned lines, sealed by a content hash."""
     ranked = copy.deepcopy(rows)
-    rank_arms(ranked, campaign.objective)
+    rank_arms(ranked, campaign.objective, campaign.mode)
     managed = None if campaign.managed is None else campaign.managed.model_dump(mode="json", exclude_unset=True)
     data: dict[str, Any] = {
         "campaign_version": CAMPAIGN_VERSION, "name": campaign.name, "created_utc": created_utc,
@@ -299,6 +315,9 @@ def recompute_campaign(folder: Path) -> list[str]:
                 problems.append(f"arm {arm.name}: {old['run']}/passport.json is not the passport the campaign "
                                 "recorded (its content hash differs: it was edited or replaced)")
             row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
+            if campaign.mode == "sweep":  # arms/<sweep>/levels/<level>: the sweep's record two folders up
+                row = judged_at_knee(row, json.loads((folder / old["run"]).parent.parent.joinpath(
+                    SWEEP_FILE).read_text()))
         rows.append(row)
     fresh = campaign_record(campaign, recorded["spec_file"], rows, recorded["created_utc"], recorded["interrupted"])
     fresh.pop("content_sha256")

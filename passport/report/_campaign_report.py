@@ -95,7 +95,8 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
     discards = [f"`{r['name']}`: {d}" for r in rows for d in r["discarded"]]
     if discards:
         blocks += [Heading("Discarded repetitions (pre-registered rules)"), Bullets(discards)]
-    runs = [f"`{r['name']}`: `{r['run']}` (its own passport, report and raw logs)" for r in rows if r["run"]]
+    runs = [f"`{r['name']}`: [passport]({r['run']}/passport.json), [report]({r['run']}/report.html), raw logs in "
+            f"`{r['run']}/`" for r in rows if r["run"]]
     if runs:
         blocks += [Heading("Each arm's run"), Bullets(runs)]
     return blocks

@@ -2,7 +2,8 @@
 
 Reports are built once as a list of blocks; `to_markdown` and `to_html` render the same blocks,
 so the two reports can never say different things. Inline text may use `code` and **bold**
-(Markdown's own syntax), which the HTML renderer converts after escaping. Images are PNG bytes:
+(Markdown's own syntax) and [links](relative/path) to files beside the report, which the HTML
+renderer converts after escaping. Images are PNG bytes:
 Markdown links to the file written beside it, HTML embeds a data: URL, so report.html is one
 file that can be mailed or attached to a CI run.
 """
@@ -92,9 +93,15 @@ _CODE = re.compile(r"`([^`]+)`")
 _BOLD = re.compile(r"\*\*([^*]+)\*\*")
 
 
+# [text](relative/path): a link to a file beside the report; relative paths only (no scheme), so
+# nothing a report quotes can become a script or an outside address.
+_LINK = re.compile(r"\[([^\]\n]+)\]\(([A-Za-z0-9._/-]+)\)")
+
+
 def _inline(text: str) -> str:
     escaped = html.escape(text, quote=False)
-    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", escaped))
+    linked = _LINK.sub(r'<a href="\2">\1</a>', escaped)
+    return _BOLD.sub(r"<strong>\1</strong>", _CODE.sub(r"<code>\1</code>", linked))
 
 
 _CSS = """

@@ -30,10 +30,12 @@ import yaml
 from harness import scrub, scrub_json
 from passport.judge import (
     CAMPAIGN_FILE,
+    SWEEP_FILE,
     ArmRow,
     campaign_record,
     check_fit,
     failed_arm,
+    judged_at_knee,
     summarize_arm,
 )
 from passport.model import ArmSpec, CampaignSpec, RunSpec, arm_raw_spec, read_passport
@@ -70,9 +72,7 @@ def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, folder: Path
         chosen = sweep.levels[0]
     level_dir = sweep.folder / "levels" / chosen.run
     row = summarize_arm(arm, str(level_dir.relative_to(folder)), read_passport(level_dir), fit, campaign.objective)
-    if sweep.knee is None and row.status == "ranked":
-        row.status, row.reason = "invalid", f"no level met the SLO ({sweep.knee_note}); shown at its lowest level"
-    return row
+    return judged_at_knee(row, json.loads((sweep.folder / SWEEP_FILE).read_text()))
 
 
 def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[str, Any], out_root: Path,

@@ -30,6 +30,7 @@ from typing import Any
 from harness import EngineLauncher
 from passport._errors import PassportError, SpecError
 from passport.judge import (
+    SWEEP_FILE,
     SWEEP_VERSION,
     LevelResult,
     SweepOutcome,
@@ -154,5 +155,5 @@ def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
         "saturation": outcome.saturation, "saturation_note": outcome.saturation_note,
         "stopped_early": outcome.stop_reason,
     }
-    (outcome.folder / "sweep.json").write_text(json.dumps(data, indent=2) + "\n")
+    (outcome.folder / SWEEP_FILE).write_text(json.dumps(data, indent=2) + "\n")
     write_reports(outcome.folder, f"Sweep: {spec.name}", sweep_blocks(outcome, spec))

@@ -9,9 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import yaml
 
-from tests.conftest import LENIENT_CLIENT, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 
 SIM = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}}"
@@ -25,10 +26,15 @@ SCRIPT = [{"match": "Capital of France", "reply": "Paris is the capital."},
           {"match": "Describe Ada", "reply": '{"name": "Ada"}'}]
 
 
-def _campaign(tmp_path: Path, arms: list[dict[str, Any]]) -> Path:
+def _files(tmp_path: Path) -> tuple[Path, Path]:
     suite, script = tmp_path / "suite.yaml", tmp_path / "script.yaml"
     suite.write_text(yaml.safe_dump(SUITE))
     script.write_text(yaml.safe_dump(SCRIPT))
+    return suite, script
+
+
+def _campaign(tmp_path: Path, arms: list[dict[str, Any]], **changes: Any) -> Path:
+    suite, script = _files(tmp_path)
     for arm in arms:
         if "engine" in arm:
             arm["engine"]["launch"] = arm["engine"]["launch"].replace("SCRIPT", str(script))
@@ -39,9 +45,11 @@ def _campaign(tmp_path: Path, arms: list[dict[str, Any]]) -> Path:
                              "output_tokens": {"dist": "fixed", "value": 8}},
                 "load": {"pattern": "closed", "concurrency": 4, "measure": {"requests": 60}},
                 "canaries": str(suite), "canary_share": 0.1, "slo": {"ttft.any.p90": "100ms"},
-                "validity": LENIENT_CLIENT},
+                "discard": ["engine_exited"], "validity": LENIENT_CLIENT},
         "arms": arms,
     }
+    spec["run"].update(changes.pop("run", {}))
+    spec.update(changes)
     path = tmp_path / "campaign.yaml"
     path.write_text(yaml.safe_dump(spec))
     return path
@@ -49,8 +57,9 @@ def _campaign(tmp_path: Path, arms: list[dict[str, Any]]) -> Path:
 
 @fault("a campaign arm dies mid-run, never starts, or garbles under load",
        "the arm is recorded with the reason and left unranked; the campaign goes on and verifies")
-def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> None:
+def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFactory, tmp_path: Path) -> None:
     scripted = f"{SIM} --script SCRIPT"
+    attached = simulator("--script", str(_files(tmp_path)[1]), "--ttft-ms", "10", "--itl-ms", "3")
     arms = [
         {"name": "fast", "engine": {"launch": f"{scripted} --ttft-ms 5 --itl-ms 2"}, "varies": {"engine": "fast"}},
         {"name": "slow", "engine": {"launch": f"{scripted} --ttft-ms 30 --itl-ms 5"}},
@@ -60,6 +69,8 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> 
         {"name": "othermodel", "engine": {"launch": f"{scripted} --model another-model"}},
         {"name": "toobig", "engine": {"launch": scripted},
          "capacity": {"kv_pool_gib": 1, "kv_kib_per_token": 64, "context_tokens": 32768}},
+        {"name": "attached", "endpoint": {"base_url": attached}, "varies": {"engine": "a server already running"},
+         "capacity": {"kv_pool_gib": 1, "kv_kib_per_token": 64, "context_tokens": 1024}},
     ]
     result = run_cli("campaign", str(_campaign(tmp_path, arms)), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -68,11 +79,17 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> 
     rows = {r["name"]: r for r in record["arms"]}
     assert list(rows) == [a["name"] for a in arms]  # every arm recorded, in order
     # per request ~5 + 8 x 2 ms against ~30 + 8 x 5 ms: four users get about 3x the requests/s
-    assert rows["fast"]["rank"] == 1 and rows["slow"]["rank"] == 2 and record["best"] == "fast"
+    assert rows["fast"]["rank"] == 1 and rows["slow"]["rank"] == 3 and record["best"] == "fast"
+    # attached, never launched: ~10 + 8 x 3 ms per request, between the two
+    assert rows["attached"]["rank"] == 2 and rows["attached"]["fit"]["sequences_fit"] == 16  # 1 GiB / (1,024 x 64 KiB)
+    attached_passport = json.loads((folder / rows["attached"]["run"] / "passport.json").read_text())
+    assert attached_passport["validity"]["launched_engine"] is False
     assert rows["fast"]["goodput"]["requests_per_s"] > 2 * rows["slow"]["goodput"]["requests_per_s"]
     assert rows["dies"]["status"] == "incomplete" and "engine exited" in rows["dies"]["reason"]
-    dies_run = folder / rows["dies"]["run"]
-    assert json.loads((dies_run / "passport.json").read_text())["validity"]["counts"]["measured"] > 0
+    # the pre-registered rule discarded its one repetition; the discard is part of the result, and
+    # every request it recorded stays in its run folder
+    assert rows["dies"]["discarded"] and "'engine_exited'" in rows["dies"]["discarded"][0]
+    assert pq.read_table(folder / rows["dies"]["run"] / "requests.parquet").num_rows > 0
     assert rows["nostart"]["status"] == "failed" and "cannot start the engine" in rows["nostart"]["reason"]
     assert rows["nostart"]["run"] is None
     assert rows["garbles"]["status"] == "invalid" and "canaries_under_load" in rows["garbles"]["reason"]
@@ -81,7 +98,7 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> 
     assert rows["toobig"]["status"] == "does_not_fit" and rows["toobig"]["run"] is None
     assert "does not fit: 0 live sequences of 32,768 tokens, 4 needed" in rows["toobig"]["reason"]
     assert all(rows[n]["rank"] is None for n in ("dies", "nostart", "garbles", "othermodel", "toobig"))
-    assert record["counts"] == {"total": 7, "ranked": 2, "held": 0, "failed": 1, "does_not_fit": 1,
+    assert record["counts"] == {"total": 8, "ranked": 3, "held": 0, "failed": 1, "does_not_fit": 1,
                                 "incomplete": 1, "invalid": 1, "not_comparable": 1, "no_value": 0}
     cost = rows["fast"]["cost"]  # USD 2/h over its window, per million tokens served
     assert cost["basis"] == "owned" and cost["usd_per_million_tokens"] > 0
@@ -114,6 +131,27 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(tmp_path: Path) -> 
     arm_passport.write_text(json.dumps(edited))
     tampered = run_cli("verify", str(folder))
     assert tampered.returncode == 1 and "arm slow" in tampered.stdout
+    assert "is not the passport the campaign recorded" in tampered.stdout
+
+
+def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
+    scripted = f"{SIM} --script SCRIPT --slots 2"  # two streams generate, the rest queue
+    arms = [{"name": "a", "engine": {"launch": f"{scripted} --ttft-ms 10 --itl-ms 4"}},
+            {"name": "b", "engine": {"launch": f"{scripted} --ttft-ms 40 --itl-ms 4"}}]
+    # two slots: at 1 and 2 users nobody queues and TTFT is the scripted one; at 4 users half the
+    # requests wait for a slot (a request takes TTFT + 8 x 4 ms): a (10 ms) meets TTFT p90 <= 30 ms
+    # at 1 and 2 users, not at 4 (~52 ms); b (40 ms) meets it at no level
+    spec = _campaign(tmp_path, arms, mode="sweep",
+                     run={"sweep": {"vary": "concurrency", "levels": [1, 2, 4], "stop_when": {"error_rate_above": 0.5}},
+                          "slo": {"ttft.any.p90": "30ms"}, "canary_share": 0.0, "discard": [],
+                          "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 16}}})
+    result = run_cli("campaign", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_run_dir(tmp_path / "out")
+    rows = {r["name"]: r for r in json.loads((folder / "campaign.json").read_text())["arms"]}
+    assert rows["a"]["rank"] == 1 and "/levels/sim-a-c2" in rows["a"]["run"]  # its knee: 2 users
+    assert rows["b"]["status"] == "invalid" and "no level met the SLO" in rows["b"]["reason"]
+    assert run_cli("verify", str(folder)).returncode == 0
 
 
 def test_a_campaign_that_cannot_run_says_why_before_launching_anything(tmp_path: Path) -> None:

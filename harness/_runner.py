@@ -534,7 +534,19 @@ class Runner:
             assert slots is not None
             slots.release()
 
+        n_warmup = self._schedule.n_warmup
+        warmups: list[asyncio.Task[None]] = []
         for seq in range(len(offsets)):
+            if seq == n_warmup and warmups and self._load.warmup.barrier:
+                # the measured schedule starts once warm-up has drained, its gaps kept
+                drained = asyncio.ensure_future(asyncio.wait(warmups))
+                stop_wait = asyncio.ensure_future(self._stop.wait())
+                await asyncio.wait([drained, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+                stop_wait.cancel()
+                drained.cancel()
+                if self._stop.is_set():
+                    break
+                start_ns = max(start_ns, _now() + _LEAD_NS - int(offsets[seq]))
             deadline = start_ns + int(offsets[seq])
             self._next_send_ns = deadline
             await self._sleep_until(deadline)
@@ -547,6 +559,8 @@ class Runner:
             phase = self._phases[seq]
             index = self._pool_index(int(self._indexes[seq]))
             task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline))
+            if seq < n_warmup:
+                warmups.append(task)
             self._next_send_ns = None
             self._sent.set()
             if slots is not None:
@@ -565,10 +579,16 @@ class Runner:
         window_ns = self._schedule.window_ns
         counter = iter(range(1 << 62))
         window_end_ns: list[int] = []  # set when the first measured request of a timed window goes
+        warmup_left = [n_warmup]  # warm-up requests not yet answered (the barrier waits for 0)
+        warmed = asyncio.Event()
+        if n_warmup == 0 or not self._load.warmup.barrier:
+            warmed.set()
 
         async def user(u: int) -> None:
             while not self._stop.is_set():
                 seq = next(counter)
+                if seq >= n_warmup and not warmed.is_set():
+                    await warmed.wait()  # the barrier: every warm-up answer is in
                 now = _now()
                 if window_ns is None:
                     if seq >= n_sched:
@@ -584,6 +604,10 @@ class Runner:
                     phase = "measure"
                 result.sent += 1
                 await self._one(result.repetition, seq, phase, self._pool_index(seq % pool), u, now)
+                if phase == "warmup":
+                    warmup_left[0] -= 1
+                    if warmup_left[0] == 0:
+                        warmed.set()
 
         users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
         stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())

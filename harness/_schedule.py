@@ -65,6 +65,11 @@ class WarmupSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
     requests: int = Field(0, ge=0, le=1_000_000, description="Number of warm-up requests.")
+    barrier: bool = Field(
+        False, description="Wait for every warm-up request to finish before the first measured one is sent, so "
+                           "no measured request shares the engine with warm-up; an open loop's measured "
+                           "schedule then starts when the last warm-up answer is in (false: warm-up runs "
+                           "into the window, as its schedule says).")
 
 
 class MeasureSpec(BaseModel):

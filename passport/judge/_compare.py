@@ -102,7 +102,8 @@ def invariant_values(p: Passport) -> dict[str, Any]:
         "workload": p.protocol.workload.sha256,
         "load": {"schedule": p.protocol.schedule.sha256, "pattern": p.protocol.schedule.pattern,
                  "on_reject": _reject_policy(load)},
-        "window": {"warmup": load["warmup"], "measure": load["measure"], "repetitions": load["repetitions"]},
+        "window": {"warmup": {"requests": load["warmup"]["requests"], "barrier": bool(load["warmup"].get("barrier"))},
+                   "measure": load["measure"], "repetitions": load["repetitions"]},
     }
 
 

@@ -281,7 +281,8 @@ def _protocol_blocks(p: Passport) -> list[Block]:
     window = (f"window {pr.schedule.window_s} s" if pr.schedule.window_s is not None
               else f"window of {load['measure']['requests']} requests")
     items = [
-        f"load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up), "
+        f"load: {pr.schedule.pattern}, {pr.schedule.n_scheduled} scheduled ({pr.schedule.n_warmup} warm-up"
+        + (", drained before the first measured request" if load["warmup"].get("barrier") else "") + "), "
         f"{window}, repetitions {load['repetitions']}",
         f"workload: {pr.workload.n_requests} requests, sha256 `{pr.workload.sha256[:16]}…`, tokenizer "
         f"{pr.workload.tokenizer} ({'exact' if pr.workload.exact_lengths else 'approximate'} lengths)"

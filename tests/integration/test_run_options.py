@@ -132,3 +132,29 @@ def test_without_server_usage_tokens_are_counted_by_the_client_tokenizer(
     assert (requests.tokens_source == "client").all()
     assert (requests.completion_tokens == requests.completion_tokens_client).all()
     assert (requests.completion_tokens > 0).all() and requests.prompt_tokens.isna().all()
+
+
+def test_warmup_barrier_keeps_warm_up_out_of_the_window(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    # each answer takes ~100 + 8 x 10 ms; of 4 users two take the warm-up requests and two start
+    # measuring at once; an open loop at 40/s sends measured requests 25 ms after the warm-up
+    url = simulator("--ttft-ms", "100", "--itl-ms", "10")
+    for pattern, load in (("closed", {"pattern": "closed", "concurrency": 4}),
+                          ("open", {"pattern": "constant", "rate_per_s": 40})):
+        ends = {}
+        for barrier in (False, True):
+            out = tmp_path / f"{pattern}-{barrier}"
+            spec = _spec(url, {**load, "warmup": {"requests": 2, "barrier": barrier}, "measure": {"requests": 8}},
+                         validity={"min_achieved_rate_fraction": 0.01})
+            code, output, passport, run = _run(write_spec(spec, name=f"{pattern}-{barrier}.yaml"), out)
+            assert code == 0, output
+            requests = pq.read_table(run / "requests.parquet").to_pandas()
+            warm, measured = requests[requests.phase == "warmup"], requests[requests.phase == "measure"]
+            ends[barrier] = (warm.end_ns.max(), measured.sent_ns.min())
+            assert passport["protocol"]["effective"]["load"]["warmup"]["barrier"] is barrier
+        assert ends[False][0] > ends[False][1], pattern  # without it, warm-up overlaps the first measured sends
+        assert ends[True][0] <= ends[True][1], pattern  # with it, none does
+        if pattern == "open":  # the measured deadlines moved with the barrier: no send fell behind them
+            assert passport["results"]["metrics"]["dispatch_lag"]["p99"] < 0.05
+    assert "drained before the first measured request" in (run / "report.md").read_text()

@@ -14,6 +14,7 @@ import yaml
 
 from tests.conftest import LENIENT_CLIENT, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
+from tests.integration.test_report_html import browser_probe
 
 SIM = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}}"
 SUITE = {"suite": "campaign-check", "version": 1, "cases": [
@@ -106,6 +107,10 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
     report = (folder / "report.md").read_text()
     assert "| 1 | `fast` | ranked |" in report and "`nostart` (failed)" in report
     assert (folder / "plots" / "campaign.png").stat().st_size > 10_000
+    seen = browser_probe(folder / "report.html", tmp_path)
+    assert seen == {"images": "1", "loaded": "1", "errors": "0", "verdict": "Result is: fast"}, seen
+    html = (folder / "report.html").read_text()
+    assert f'<a href="{rows["fast"]["run"]}/passport.json">passport</a>' in html
 
     verified = run_cli("verify", str(folder))
     assert verified.returncode == 0 and verified.stdout.startswith("verified"), verified.stdout

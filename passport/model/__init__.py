@@ -14,7 +14,6 @@ from passport.model._campaign import (
     CampaignSpec,
     arm_raw_spec,
     configured_kv_tokens,
-    is_campaign,
     load_campaign,
     parse_campaign,
 )
@@ -78,7 +77,6 @@ __all__ = [
     "CampaignSpec",
     "arm_raw_spec",
     "configured_kv_tokens",
-    "is_campaign",
     "load_campaign",
     "parse_campaign",
     "SCHEMA_PATH",

@@ -41,12 +41,12 @@ from passport.model._spec import (
     _format_errors,
     _Strict,
     parse_spec,
+    read_yaml_file,
 )
-from workloads import load_yaml
 
 __all__ = ["ARM_COUNTS", "RESERVED_ARM_NAMES", "CampaignSpec", "ArmSpec", "ArmCapacitySpec", "OBJECTIVES",
            "INVARIANT_VARIES", "load_campaign",
-           "parse_campaign", "arm_raw_spec", "is_campaign", "configured_kv_tokens"]
+           "parse_campaign", "arm_raw_spec", "configured_kv_tokens"]
 
 # Objective -> True when higher is better. Sustained rates over the window, never a peak.
 OBJECTIVES: dict[str, bool] = {
@@ -213,23 +213,9 @@ def parse_campaign(data: Any, source: str = "") -> tuple[CampaignSpec, dict[str,
 
 def load_campaign(path: Path) -> tuple[CampaignSpec, dict[str, RunSpec], dict[str, Any]]:
     """Read a campaign YAML: (campaign, each arm's validated run spec by name, the mapping as written)."""
-    try:
-        data = Path(path).read_bytes()
-    except OSError as exc:
-        raise SpecError(f"cannot read campaign {path}: {exc.strerror}") from exc
-    try:
-        raw = load_yaml(data, f"campaign {path}")
-    except ValueError as exc:
-        raise SpecError(str(exc)) from None
-    if raw is None:
-        raise SpecError(f"campaign {path} is empty; see specs/*campaign*.yaml for an example")
+    raw = read_yaml_file(path, "campaign", "specs/*campaign*.yaml")
     campaign, arms = parse_campaign(raw, str(path))
     return campaign, arms, raw
-
-
-def is_campaign(raw: Any) -> bool:
-    """A mapping with `arms:` is a campaign, not a run spec."""
-    return isinstance(raw, dict) and "arms" in raw
 
 
 _CONFIGURED_FLAGS = re.compile(r"(?:^|\s)(?:-c|--ctx-size|--max-model-len|--context-length)[\s=]+(\d+)")

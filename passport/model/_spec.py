@@ -336,16 +336,25 @@ def parse_spec(data: Any, source: str = "") -> RunSpec:
         raise SpecError(_format_errors(exc, source)) from None
 
 
-def load_spec(path: Path) -> tuple[RunSpec, dict[str, Any]]:
-    """Read and validate a YAML spec: (validated spec, the mapping exactly as written)."""
+def read_yaml_file(path: Path, what: str, examples: str) -> Any:
+    """A YAML file's document (strict: see workloads.load_yaml); SpecError when it cannot be read,
+    is not YAML, or is empty (pointing at `examples`)."""
     try:
-        data = path.read_bytes()
+        data = Path(path).read_bytes()
     except OSError as exc:
-        raise SpecError(f"cannot read spec {path}: {exc.strerror}") from exc
+        raise SpecError(f"cannot read {what} {path}: {exc.strerror}") from exc
     try:
-        raw = load_yaml(data, f"spec {path}")
+        raw = load_yaml(data, f"{what} {path}")
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     if raw is None:
-        raise SpecError(f"spec {path} is empty; see specs/ for examples")
+        raise SpecError(f"{what} {path} is empty; see {examples} for examples")
+    return raw
+
+
+def load_spec(path: Path) -> tuple[RunSpec, dict[str, Any]]:
+    """Read and validate a YAML spec: (validated spec, the mapping exactly as written)."""
+    raw = read_yaml_file(path, "spec", "specs/")
+    if isinstance(raw, dict) and "arms" in raw and "run" in raw:
+        raise SpecError(f"{path} is a campaign spec (it has run: and arms:); run it with `passport campaign {path}`")
     return parse_spec(raw, str(path)), raw

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pytest
+import yaml
 
 from passport._errors import SpecError
 from passport.audit._cost import cost_figures
 from passport.judge import ArmRow, monthly_cost, rank_arms, resolve_campaign_name
 from passport.judge._names import GateError
-from passport.model import configured_kv_tokens, parse_campaign
+from passport.model import configured_kv_tokens, load_campaign, load_spec, parse_campaign
 
 LAUNCH = "llama-server -m {model_path} --port {port} -c 4096 -np 2"
 BASE: dict[str, Any] = {
@@ -133,3 +135,12 @@ def test_campaign_gate_names_resolve_or_say_what_exists() -> None:
     assert resolve_campaign_name("arms.np2.ttft.p99").kind == "latency"
     with pytest.raises(GateError, match="did you mean 'arms.best.goodput.requests_per_s'"):
         resolve_campaign_name("arms.best.goodput.request_per_s")
+
+
+def test_a_campaign_given_to_run_says_which_command_runs_it(tmp_path: Path) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump(BASE))
+    with pytest.raises(SpecError, match=r"is a campaign spec .* run it with `passport campaign"):
+        load_spec(path)
+    campaign, specs, raw = load_campaign(path)
+    assert raw == BASE and list(specs) == ["a", "b"] and campaign.objective == "goodput.requests_per_s"

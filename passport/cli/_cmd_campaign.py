@@ -23,8 +23,9 @@ def add(sub: Any, epilog: str) -> None:
                     "the other arms' without being declared in the arm's varies: is reported as a broken "
                     "invariant and the arm is not ranked. Arms are ranked by the declared objective (goodput under "
                     "the SLO by default). An arm that fails to start or dies is recorded with the reason and the "
-                    "campaign goes on. Writes campaign.json, report.md and report.html; `passport verify` and "
-                    "`passport gate` read the campaign folder. Exit 0 when an arm was ranked, 1 when none was.",
+                    "campaign goes on; Ctrl-C stops it with every arm so far recorded. Writes campaign.json, report.md and report.html; `passport verify` and "
+                    "`passport gate` read the campaign folder. Exit 0 when an arm was ranked, 1 when none was or "
+                    "the campaign was interrupted.",
         epilog="examples:\n  passport campaign specs/llamacpp-campaign.yaml\n"
                "  passport gate results/<name>-campaign-... --require 'arms.best.goodput.requests_per_s > 2' "
                "--require 'arms.held == 0'",
@@ -52,4 +53,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         print(f"{rank:>4} {row['name']:<16} {row['status']:<15} {campaign.objective} {value}")
     for line in campaign_lines(outcome.record):
         print(line)
+    if outcome.record["interrupted"]:
+        printer.status(f"interrupted: {len(outcome.record['arms'])} arm(s) recorded and kept in {outcome.folder}")
+        return ExitCode.FAILED
     return ExitCode.of(outcome.record["best"] is not None)

@@ -266,6 +266,7 @@ def campaign_record(campaign: CampaignSpec, spec_file: str, rows: list[ArmRow], 
         "spec_file": spec_file, "arms": [asdict(r) for r in ranked], "counts": arm_counts(ranked),
         "best": next((r.name for r in ranked if r.rank == 1), None), "managed": managed,
         "managed_lines": managed_lines(ranked, managed), "interrupted": interrupted,
+        "not_run": [a.name for a in campaign.arms][len(rows):],
     }
     data = json.loads(json.dumps(data))  # plain JSON values, as read back
     data["content_sha256"] = content_sha256(data)

@@ -39,6 +39,8 @@ def campaign_lines(data: dict[str, Any]) -> list[str]:
     for row in data["arms"]:
         if row["status"] != "ranked":
             lines.append(f"{row['name']}: {row['status'].replace('_', ' ')}: {row['reason']}")
+    if data["not_run"]:
+        lines.append(f"not run ({'interrupted' if data['interrupted'] else 'stopped'}): {', '.join(data['not_run'])}")
     return lines
 
 

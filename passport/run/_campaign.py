@@ -6,7 +6,9 @@ launched); then an ordinary run (or sweep, `mode: sweep`) of the arm's spec: lau
 probe, canaries (a HOLD arm is recorded, never ranked), the timed phase, discards, its passport.
 An arm whose engine does not start, or whose run raises, is recorded with the reason and the
 campaign goes on; campaign.json and the reports are rewritten after every arm, so a campaign
-killed halfway keeps every arm it finished. Ctrl-C stops the campaign after writing what it has.
+killed halfway keeps every arm it finished. Ctrl-C (or SIGTERM) stops the campaign: the arm it
+reached is recorded as its run ended, the arms after it are listed as not run, and the record
+says it was interrupted.
 
     <out>/<name>-campaign-<UTC>-<id>/
         campaign.yaml        the campaign spec as written (secrets masked)
@@ -55,6 +57,15 @@ class CampaignOutcome:
     record: dict[str, Any]
 
 
+class _Interrupted(Exception):
+    """Ctrl-C or SIGTERM reached an arm's timed phase, which wrote its passport and returned:
+    the campaign records the arm and runs no other."""
+
+    def __init__(self, row: ArmRow) -> None:
+        super().__init__(row.reason)
+        self.row = row
+
+
 def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, folder: Path, progress: ProgressFactory | None,
                say: Callable[[str], None]) -> ArmRow:
     """Run one arm and summarize it from its passport (mode sweep: its knee level's)."""
@@ -62,7 +73,10 @@ def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, folder: Path
     raw = arm_raw_spec(campaign, arm)
     if campaign.mode == "run":
         result = execute(spec, raw, [], folder / "arms", progress=progress, status=say)
-        return summarize_arm(arm, str(result.folder.relative_to(folder)), result.passport, fit, campaign.objective)
+        row = summarize_arm(arm, str(result.folder.relative_to(folder)), result.passport, fit, campaign.objective)
+        if result.interrupts or (result.passport.validity.incomplete_reason or "").startswith("interrupted"):
+            raise _Interrupted(row)
+        return row
     sweep = run_sweep(spec, raw, [], folder / "arms", progress=progress, status=say)
     by_load = {lv.load: lv for lv in sweep.levels}
     chosen = by_load.get(sweep.knee) if sweep.knee is not None else None
@@ -87,6 +101,7 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
     created = stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
     rows: list[ArmRow] = []
     record = _write(folder, campaign, rows, created, interrupted=False)
+    say(f"campaign folder: {folder}")
     try:
         for arm in campaign.arms:
             spec = specs[arm.name]
@@ -100,6 +115,9 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
             else:
                 try:
                     rows.append(_timed_arm(campaign, arm, spec, folder, progress, say))
+                except _Interrupted as stop:
+                    rows.append(stop.row)
+                    raise KeyboardInterrupt from None
                 except KeyboardInterrupt:
                     rows.append(failed_arm(arm, "failed", "interrupted (Ctrl-C or SIGTERM)", fit))
                     raise
@@ -110,7 +128,6 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
             record = _write(folder, campaign, rows, created, interrupted=False)
     except KeyboardInterrupt:
         record = _write(folder, campaign, rows, created, interrupted=True)
-        raise
     return CampaignOutcome(folder, record)
 
 

@@ -5,14 +5,17 @@ another model, one that does not fit; then verify, gate, and tampering caught.""
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import yaml
 
-from tests.conftest import LENIENT_CLIENT, SimFactory, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_report_html import browser_probe
 
@@ -169,3 +172,34 @@ def test_a_campaign_that_cannot_run_says_why_before_launching_anything(tmp_path:
     (tmp_path / "campaign.yaml").write_text(yaml.safe_dump(broken))
     result = run_cli("campaign", str(tmp_path / "campaign.yaml"), "--out", str(tmp_path / "out"))
     assert result.returncode == 2 and "either launches (engine) or attaches" in result.stderr
+
+
+@fault("Ctrl-C during a campaign",
+       "the arm it reached keeps an INCOMPLETE passport, later arms are listed as not run, the record verifies, exit 1")
+def test_ctrl_c_stops_a_campaign_and_keeps_every_arm_so_far(tmp_path: Path) -> None:
+    arms = [{"name": name, "engine": {"launch": f"{SIM} --script SCRIPT --ttft-ms 2 --itl-ms 1"}}
+            for name in ("first", "second", "third")]
+    spec = _campaign(tmp_path, arms, objective="throughput.requests_per_s",
+                     run={"load": {"pattern": "closed", "concurrency": 2, "measure": {"duration_s": 3}},
+                          "canary_share": 0.0, "discard": []})
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "campaign", str(spec), "--out",
+                             str(tmp_path / "out"), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, cwd=REPO)
+    deadline = time.monotonic() + 60
+    second: list[Path] = []
+    while time.monotonic() < deadline and not second:  # the second arm's timed phase has begun
+        second = [p for p in (tmp_path / "out").glob("*/arms/sim-second-*") if (p / "requests.parts").is_dir()]
+        time.sleep(0.1)
+    assert second, "the second arm never started"
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stdout + stderr
+    assert "interrupted: 2 arm(s) recorded and kept" in stderr
+    folder = only_run_dir(tmp_path / "out")
+    record = json.loads((folder / "campaign.json").read_text())
+    assert record["interrupted"] is True and record["not_run"] == ["third"]
+    first, stopped = record["arms"]
+    assert first["status"] == "ranked" and stopped["status"] == "incomplete"
+    assert stopped["reason"].startswith("interrupted")
+    assert run_cli("verify", str(folder)).returncode == 0

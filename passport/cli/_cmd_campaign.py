@@ -23,8 +23,9 @@ def add(sub: Any, epilog: str) -> None:
                     "the other arms' without being declared in the arm's varies: is reported as a broken "
                     "invariant and the arm is not ranked. Arms are ranked by the declared objective (goodput under "
                     "the SLO by default). An arm that fails to start or dies is recorded with the reason and the "
-                    "campaign goes on; Ctrl-C stops it with every arm so far recorded. Writes campaign.json, report.md and report.html; `passport verify` and "
-                    "`passport gate` read the campaign folder. Exit 0 when an arm was ranked, 1 when none was or "
+                    "campaign goes on; Ctrl-C stops it with every arm so far recorded. Writes campaign.json, "
+                    "report.md and report.html; `passport verify`, `passport gate` and `passport show` read the "
+                    "campaign folder. Exit 0 when an arm was ranked, 1 when none was or "
                     "the campaign was interrupted.",
         epilog="examples:\n  passport campaign specs/llamacpp-campaign.yaml\n"
                "  passport gate results/<name>-campaign-... --require 'arms.best.goodput.requests_per_s > 2' "
@@ -39,7 +40,7 @@ def add(sub: Any, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> ExitCode:
     from passport.model import load_campaign
-    from passport.report import campaign_lines
+    from passport.report import arm_lines, campaign_lines
     from passport.run import run_campaign
 
     campaign, specs, raw = load_campaign(args.spec)
@@ -47,11 +48,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         outcome = run_campaign(campaign, specs, raw, args.out, **printer.kwargs())
     print(f"campaign: {outcome.folder / 'campaign.json'}")
     print(f"report:   {outcome.folder / 'report.html'}")
-    for row in outcome.record["arms"]:
-        rank = "—" if row["rank"] is None else f"#{row['rank']}"
-        value = "—" if row["objective"] is None else f"{row['objective']:.4g}"
-        print(f"{rank:>4} {row['name']:<16} {row['status']:<15} {campaign.objective} {value}")
-    for line in campaign_lines(outcome.record):
+    for line in arm_lines(outcome.record) + campaign_lines(outcome.record):
         print(line)
     if outcome.record["interrupted"]:
         printer.status(f"interrupted: {len(outcome.record['arms'])} arm(s) recorded and kept in {outcome.folder}")

@@ -25,7 +25,7 @@ def add(sub: Any, epilog: str) -> None:
         epilog="examples:\n  passport show results/my-run\n  passport show results/my-run --as vllm",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    show.add_argument("run_dir", type=Path, help="a run folder (results/<run>/)")
+    show.add_argument("run_dir", type=Path, help="a run folder (results/<run>/), or a campaign folder (its arms)")
     show.add_argument("--as", dest="tool", choices=_TOOLS, help="summarize as this tool defines its figures")
 
 
@@ -37,6 +37,14 @@ def main(args: argparse.Namespace) -> ExitCode:
     from passport._errors import RunFolderError
     from passport.audit import tool_view
 
+    if (args.run_dir / "campaign.json").is_file() and args.tool is None:
+        from passport.judge import read_campaign
+        from passport.report import arm_lines, campaign_lines
+
+        record = read_campaign(args.run_dir)
+        for line in arm_lines(record) + campaign_lines(record):
+            print(line)
+        return ExitCode.OK
     path = args.run_dir / "passport.json"
     try:
         passport: dict[str, Any] = json.loads(path.read_text())

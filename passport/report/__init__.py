@@ -3,7 +3,7 @@ plots), the CLI's headline lines, comparison and sweep reports, and JUnit XML fo
 passports and the figures `passport.audit` computes; it decides nothing (`passport.judge`).
 """
 
-from passport.report._campaign_report import campaign_blocks, campaign_lines
+from passport.report._campaign_report import arm_lines, campaign_blocks, campaign_lines
 from passport.report._compare_report import comparison_blocks
 from passport.report._doc import (
     LAYOUT_KEY,
@@ -47,6 +47,7 @@ __all__ = [
     "SweepPoint",
     "Table",
     "Verdict",
+    "arm_lines",
     "campaign_blocks",
     "campaign_lines",
     "caveats",

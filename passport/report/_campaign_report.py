@@ -9,7 +9,7 @@ from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Ve
 from passport.report._plots import ArmPoint, campaign_chart
 from passport.report._run_report import ms
 
-__all__ = ["campaign_blocks", "campaign_lines"]
+__all__ = ["campaign_blocks", "campaign_lines", "arm_lines"]
 
 
 def _num(x: float | None, digits: int = 3) -> str:
@@ -26,6 +26,16 @@ def _kv(row: dict[str, Any]) -> str:
     return text
 
 
+def arm_lines(data: dict[str, Any]) -> list[str]:
+    """One line per arm for the terminal: rank, name, status, the objective's value."""
+    out = []
+    for row in data["arms"]:
+        rank = "—" if row["rank"] is None else f"#{row['rank']}"
+        value = "—" if row["objective"] is None else f"{row['objective']:.4g}"
+        out.append(f"{rank:>4} {row['name']:<16} {row['status']:<15} {data['objective']} {value}")
+    return out
+
+
 def campaign_lines(data: dict[str, Any]) -> list[str]:
     """The campaign's answer in a few lines, for the terminal and the report's head."""
     counts = data["counts"]
@@ -39,7 +49,7 @@ def campaign_lines(data: dict[str, Any]) -> list[str]:
     for row in data["arms"]:
         if row["status"] != "ranked":
             lines.append(f"{row['name']}: {row['status'].replace('_', ' ')}: {row['reason']}")
-    if data["not_run"]:
+    if data.get("not_run"):
         lines.append(f"not run ({'interrupted' if data['interrupted'] else 'stopped'}): {', '.join(data['not_run'])}")
     return lines
 

@@ -117,6 +117,8 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
 
     verified = run_cli("verify", str(folder))
     assert verified.returncode == 0 and verified.stdout.startswith("verified"), verified.stdout
+    shown = run_cli("show", str(folder)).stdout
+    assert "  #1 fast" in shown and "best by goodput.requests_per_s: fast" in shown
     gate = run_cli("gate", str(folder), "--require", "arms.best.goodput.requests_per_s > 2",
                    "--require", "arms.held == 0", "--require", "arms.fast.ttft.p99 < 100ms")
     assert gate.returncode == 0, gate.stdout

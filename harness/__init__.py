@@ -50,6 +50,7 @@ from harness._runner import (
     ResponseExpectation,
     Runner,
     SessionTurn,
+    WorkerShare,
 )
 from harness._schedule import (
     SCHEDULE_SCHEMA,
@@ -108,6 +109,7 @@ __all__ = [
     "RAW_SCHEMA_VERSION",
     "REQUESTS_SCHEMA",
     "RepetitionResult",
+    "WorkerShare",
     "Runner",
     "SCHEDULE_SCHEMA",
     "SSEParser",

@@ -38,7 +38,8 @@ __all__ = [
     "join_parts",
 ]
 
-RAW_SCHEMA_VERSION = 3  # 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of
+# 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of; 4: worker
+RAW_SCHEMA_VERSION = 4
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -99,6 +100,8 @@ REQUESTS_SCHEMA = pa.schema(
         # raw schema 3: retries of rejected requests (load.on_reject)
         ("attempt", pa.int32()),
         ("retry_of", pa.int64()),
+        # raw schema 4: the worker process that sent it (load.workers > 1; null: one process)
+        ("worker", pa.int16()),
     ]
 )
 
@@ -121,6 +124,7 @@ TELEMETRY_SCHEMA = pa.schema(
         ("source", pa.string()),
         ("name", pa.string()),
         ("value", pa.float64()),
+        ("worker", pa.int16()),  # raw schema 4: a worker process's own sample (client CPU, loop lag)
     ]
 )
 

@@ -27,7 +27,7 @@ import asyncio
 import hashlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -43,7 +43,7 @@ from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import LoadSpec, Schedule
 from harness._transport import Transport
 
-__all__ = ["PreparedRequest", "Runner", "RepetitionResult", "ProgressSink", "RecordText", "SessionTurn",
+__all__ = ["PreparedRequest", "Runner", "RepetitionResult", "WorkerShare", "ProgressSink", "RecordText", "SessionTurn",
            "ResponseExpectation"]
 
 _now = time.perf_counter_ns
@@ -116,6 +116,24 @@ class PreparedRequest:
         object.__setattr__(self, "prompt_sha256", hashlib.sha256(self.prompt.encode()).hexdigest())
 
 
+@dataclass(frozen=True)
+class WorkerShare:
+    """This process's part of a load dealt to `workers` processes (passport.run._workers): every
+    `workers`-th scheduled request from `worker` on (open loop: at its absolute deadline, so the
+    processes together send the one schedule; closed loop: its users are every `workers`-th user,
+    its requests every `workers`-th sequence number), request ids interleaved so they stay unique,
+    an open loop's in-flight cap split between the processes. `start(rep)` is awaited before
+    each repetition, so every worker starts it at once."""
+
+    worker: int = 0
+    workers: int = 1
+    start: Callable[[int], Awaitable[None]] | None = None
+
+    def part(self, total: int) -> int:
+        """This worker's part of `total` (the first `total % workers` workers get one more)."""
+        return total // self.workers + (1 if self.worker < total % self.workers else 0)
+
+
 @dataclass
 class RepetitionResult:
     """What one repetition sent (its window is derived from the raw logs, not kept here)."""
@@ -175,9 +193,13 @@ class Runner:
         count_tokens: Callable[[str], int] | None = None,
         progress: ProgressSink | None = None,
         entries: list[int] | None = None,
+        share: WorkerShare | None = None,
     ) -> None:
         """`entries`: the pool index of each schedulable entry (a request, or a session's first
-        turn), for closed loops that cycle the entries; None: every pool index is an entry."""
+        turn), for closed loops that cycle the entries; None: every pool index is an entry.
+        `share`: this process's part of a load dealt to several worker processes (see
+        `WorkerShare`); None: the whole load."""
+        self._share = share or WorkerShare()
         self._client = client
         self._entries = entries
         self._api = api
@@ -216,6 +238,10 @@ class Runner:
             for rep in range(self._load.repetitions):
                 if self._stop.is_set():
                     break
+                if self._share.start is not None:  # every worker starts the repetition together
+                    await self._share.start(rep)
+                    if self._stop.is_set():
+                        break
                 result = RepetitionResult(rep)
                 if self._load.open_loop:
                     await self._open_loop(result)
@@ -316,7 +342,7 @@ class Runner:
         but the last is queued for recording here. The last attempt (None if stopped first)."""
         attempt, first_rid = 0, None
         while True:
-            rid = self._c.next_id
+            rid = self._c.next_id * self._share.workers + self._share.worker  # unique across workers
             self._c.next_id += 1
             ex: Exchange | None = None
             failure: str | None = None
@@ -525,7 +551,8 @@ class Runner:
             await asyncio.sleep(0)
 
     async def _open_loop(self, result: RepetitionResult) -> None:
-        cap = self._load.concurrency
+        share = self._share
+        cap = share.part(self._load.concurrency) if self._load.concurrency else None
         slots = asyncio.Semaphore(cap) if cap else None
         start_ns = _now() + _LEAD_NS
         offsets = self._offsets
@@ -536,8 +563,8 @@ class Runner:
 
         n_warmup = self._schedule.n_warmup
         warmups: list[asyncio.Task[None]] = []
-        for seq in range(len(offsets)):
-            if seq == n_warmup and warmups and self._load.warmup.barrier:
+        for seq in range(share.worker, len(offsets), share.workers):
+            if seq >= n_warmup and warmups and self._load.warmup.barrier:
                 # the measured schedule starts once warm-up has drained, its gaps kept
                 drained = asyncio.ensure_future(asyncio.wait(warmups))
                 stop_wait = asyncio.ensure_future(self._stop.wait())
@@ -547,6 +574,7 @@ class Runner:
                 if self._stop.is_set():
                     break
                 start_ns = max(start_ns, _now() + _LEAD_NS - int(offsets[seq]))
+                warmups.clear()
             deadline = start_ns + int(offsets[seq])
             self._next_send_ns = deadline
             await self._sleep_until(deadline)
@@ -577,11 +605,12 @@ class Runner:
         pool = self._schedule.pool_size
         n_warmup = self._schedule.n_warmup
         window_ns = self._schedule.window_ns
-        counter = iter(range(1 << 62))
+        share = self._share
+        counter = iter(range(share.worker, 1 << 62, share.workers))  # this worker's seqs
         window_end_ns: list[int] = []  # set when the first measured request of a timed window goes
-        warmup_left = [n_warmup]  # warm-up requests not yet answered (the barrier waits for 0)
+        warmup_left = [len(range(share.worker, n_warmup, share.workers))]  # unanswered warm-up (the barrier waits)
         warmed = asyncio.Event()
-        if n_warmup == 0 or not self._load.warmup.barrier:
+        if warmup_left[0] == 0 or not self._load.warmup.barrier:
             warmed.set()
 
         async def user(u: int) -> None:
@@ -609,7 +638,7 @@ class Runner:
                     if warmup_left[0] == 0:
                         warmed.set()
 
-        users = [self._spawn(user(u)) for u in range(self._load.concurrency)]
+        users = [self._spawn(user(u)) for u in range(share.worker, self._load.concurrency, share.workers)]
         stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())
         all_users: asyncio.Future[list[None]] = asyncio.gather(*users)
         waiting: list[asyncio.Future[Any]] = [all_users, stop_wait]

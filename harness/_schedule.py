@@ -33,7 +33,7 @@ from typing import Literal, Self
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from harness._errors import ScheduleError
 from workloads import table_sha256
@@ -137,6 +137,17 @@ class LoadSpec(BaseModel):
     repetitions: int = Field(1, ge=1, le=1000, description="Times the schedule is replayed.")
     seed: int = Field(0, description="Seed of the arrival process (and default workload seed).")
     on_reject: RejectPolicy = Field(default_factory=RejectPolicy, description="Whether a 429/503 is sent again.")
+    workers: int | Literal["auto"] = Field(
+        1, description="Processes that send the load, each with its own event loop, connections and recorder "
+                       "shard (merged into one run folder): an integer from 1 to 64, or auto (picked from a short "
+                       "calibration of what one process holds on this machine).")
+
+    @field_validator("workers")
+    @classmethod
+    def _workers(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 64:
+            raise ValueError("must be from 1 to 64 processes, or auto")
+        return value
 
     @model_validator(mode="after")
     def _size(self) -> Self:
@@ -151,6 +162,10 @@ class LoadSpec(BaseModel):
 
     @model_validator(mode="after")
     def _needs(self) -> Self:
+        if isinstance(self.workers, int) and self.workers > 1 and self.concurrency is not None \
+                and self.concurrency < self.workers:
+            raise ValueError(f"load.workers {self.workers} is more than load.concurrency {self.concurrency}: each "
+                             "worker needs at least one user (closed loop) or one in-flight slot (open loop)")
         if self.pattern == "closed":
             if self.concurrency is None:
                 raise ValueError("load.pattern: closed needs load.concurrency (number of users)")

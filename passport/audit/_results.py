@@ -51,6 +51,7 @@ from passport.audit._types import (
     SloFigures,
     StatFigures,
     WindowFigures,
+    WorkerFigures,
 )
 
 __all__ = ["compute_results", "per_request_samples", "RunData", "read_run", "tokens_per_s_per_user"]
@@ -256,6 +257,33 @@ def _process_figures(telemetry: pa.Table | None, server: ServerFigures | None,
     return peak, restarts, client
 
 
+def _worker_figures(run: RunData) -> list[WorkerFigures] | None:
+    """Each worker's requests, CPU share, loop lag (its own samples) and dispatch lag (measured
+    requests it sent), for a run sent by several processes; None for one."""
+    if "worker" not in run.requests.column_names:
+        return None
+    sender = numeric_column(run.requests, "worker")
+    if not np.isfinite(sender).any():
+        return None
+    lag = run.latencies["dispatch_lag"]
+    has_telemetry = run.telemetry is not None and "worker" in run.telemetry.column_names
+    sampled = numeric_column(run.telemetry, "worker") if has_telemetry and run.telemetry is not None else None
+    out: list[WorkerFigures] = []
+    for k in sorted({int(w) for w in sender[np.isfinite(sender)]}):
+        mine = run.measured & (sender == k) & np.isfinite(lag)
+        cpu = loop_lag = np.zeros(0)
+        if sampled is not None and run.telemetry is not None:
+            name, value = object_column(run.telemetry, "name"), numeric_column(run.telemetry, "value")
+            cpu = value[(sampled == k) & (name == "cpu_share")]
+            loop_lag = value[(sampled == k) & (name == "loop_lag_ms")]
+        out.append({"worker": k, "requests": int((sender == k).sum()),
+                    "cpu_share_mean": float(cpu.mean()) if len(cpu) else None,
+                    "cpu_share_max": float(cpu.max()) if len(cpu) else None,
+                    "loop_lag_p99_ms": float(np.percentile(loop_lag, 99)) if len(loop_lag) else None,
+                    "dispatch_lag_p99_ms": float(np.percentile(lag[mine], 99)) * 1000.0 if mine.any() else None})
+    return out
+
+
 def compute_results(run_dir: Path) -> ResultsFigures:
     """Every figure of `results` (see `_types.py`), recomputed from the raw files."""
     run = read_run(run_dir)
@@ -272,6 +300,9 @@ def compute_results(run_dir: Path) -> ResultsFigures:
              if w["start_ns"] is not None and w["end_ns"] is not None]
     server = server_summary(run.telemetry, spans)
     peak, restarts, client = _process_figures(run.telemetry, server, metrics["dispatch_lag"].get("p99"))
+    workers = _worker_figures(run)
+    if workers is not None:
+        client["workers"] = workers
     return {
         "metrics": metrics,
         "metrics_failure_inclusive": inclusive,

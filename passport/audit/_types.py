@@ -18,7 +18,7 @@ except ImportError:  # an auditor's environment without pydantic: the standard o
 
 __all__ = [
     "Scalar", "RuleStatus", "StatFigures", "WindowFigures", "PeakMemoryFigures", "ClientFigures", "ServerFigures",
-    "SloTargetFigures", "SloFigures", "CostRates",
+    "SloTargetFigures", "SloFigures", "CostRates", "WorkerFigures",
     "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
     "CheckFigures", "ShapeFigures", "TrafficFigures", "ResultsFigures", "RuleFigures", "Verdict", "CanaryStatus",
@@ -60,11 +60,23 @@ class PeakMemoryFigures(TypedDict):
     reason: str | None
 
 
+class WorkerFigures(TypedDict):
+    """One worker process of a run sent by several (load.workers)."""
+
+    worker: int
+    requests: int
+    cpu_share_mean: float | None
+    cpu_share_max: float | None
+    loop_lag_p99_ms: float | None
+    dispatch_lag_p99_ms: float | None
+
+
 class ClientFigures(TypedDict):
     cpu_share_mean: float | None
     cpu_share_max: float | None
     loop_lag_p99_ms: float | None
     dispatch_lag_p99_ms: float | None
+    workers: NotRequired[list[WorkerFigures] | None]
 
 
 class ServerFigures(TypedDict):

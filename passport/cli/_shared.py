@@ -41,6 +41,8 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
     group.add_argument("--rate", type=float, metavar="R", help="an open loop of R requests per second")
     group.add_argument("--arrival", choices=["poisson", "constant", "gamma"],
                        help="the open loop's arrival process (default: poisson)")
+    group.add_argument("--workers", metavar="N|auto",
+                       help="send the load from N processes (load.workers; auto: calibrated on this machine)")
     group.add_argument("--num-prompts", type=int, metavar="N", help="measure N requests (load.measure.requests)")
     group.add_argument("--duration", type=float, metavar="S", help="measure for S seconds (load.measure.duration_s)")
     group.add_argument("--input-len", type=int, metavar="N", help="every prompt N tokens (workload.input_tokens)")
@@ -87,6 +89,11 @@ def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> No
     for flag, field in (("input_len", "workload.input_tokens"), ("output_len", "workload.output_tokens")):
         if getattr(args, flag, None) is not None:
             patch(field, {"dist": "fixed", "value": getattr(args, flag)}, f"--{flag.replace('_', '-')}")
+    workers = getattr(args, "workers", None)
+    if workers is not None:
+        if workers != "auto" and not workers.isdigit():
+            raise SpecError(f"--workers {workers!r}: give a number of processes (1-64) or auto")
+        patch("load.workers", workers if workers == "auto" else int(workers), "--workers")
     if getattr(args, "dataset", None):
         patch("workload.source", {"path": args.dataset, "format": args.dataset_format}, "--dataset")
     for item in getattr(args, "set_fields", []):

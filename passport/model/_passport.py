@@ -188,6 +188,9 @@ class Protocol(_Model):
     finished_utc: str | None
     declared: DeclaredInfo | None = None
     telemetry: dict[str, Any] | None = Field(None, description="Sources sampled, interval, and what was not.")
+    workers: dict[str, Any] | None = Field(
+        None, description="Processes that sent the load (load.workers): count, declared or calibrated, and the "
+                          "calibration's figures; null: one process.")
     canary_suite: dict[str, Any] | None = Field(None, description="The suite run before timing: name, version, "
                                                                   "sha256, case ids and versions.")
 
@@ -286,11 +289,23 @@ class PeakMemory(_Model):
     reason: str | None = None
 
 
+class WorkerInfo(_Model):
+    """One worker process of a run sent by several: its requests, CPU share, loop and dispatch lag."""
+
+    worker: int
+    requests: int
+    cpu_share_mean: float | None
+    cpu_share_max: float | None
+    loop_lag_p99_ms: float | None
+    dispatch_lag_p99_ms: float | None
+
+
 class ClientInfo(_Model):
     cpu_share_mean: float | None
     cpu_share_max: float | None
     loop_lag_p99_ms: float | None
     dispatch_lag_p99_ms: float | None
+    workers: list[WorkerInfo] | None = Field(None, description="Per worker process (load.workers > 1); null: one.")
 
 
 class SloTargetResult(_Model):

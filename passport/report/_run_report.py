@@ -206,6 +206,11 @@ def _results_blocks(p: Passport) -> list[Block]:
          else f"Peak memory: unknown ({pm.reason}).")
         + f" Client: CPU share mean {_num(c.cpu_share_mean)} / max {_num(c.cpu_share_max)}, loop lag p99 "
           f"{_num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {_num(c.dispatch_lag_p99_ms, 3)} ms."))
+    if c.workers:
+        blocks.append(Table(["worker", "requests", "CPU share mean", "CPU share max", "loop lag p99 ms",
+                             "dispatch lag p99 ms"],
+                            [[str(w.worker), str(w.requests), _num(w.cpu_share_mean), _num(w.cpu_share_max),
+                              _num(w.loop_lag_p99_ms), _num(w.dispatch_lag_p99_ms, 3)] for w in c.workers]))
     return blocks
 
 

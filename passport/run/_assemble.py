@@ -95,6 +95,7 @@ def draft_passport(run: Opened, found: Identified, planned: Planned, prepared: P
             m.id: MetricDefinition(version=m.version, unit=m.unit, definition=m.definition) for m in METRICS.values()
         },
         started_utc=run.started_utc, finished_utc=None, declared=planned.declared, telemetry=prepared.telemetry,
+        workers=prepared.workers,
         canary_suite=None if suite is None else {
             "suite": suite.suite, "version": suite.version, "sha256": suite.sha256, "source": suite.source,
             "cases": [{"id": c.id, "version": c.version, "kind": c.kind, "sha256": c.sha256} for c in suite.cases],

@@ -68,6 +68,7 @@ from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, Pr
 from passport.run._telemetry import choose_sources
 from passport.run._timed import TimedInputs, run_timed_phase
 from passport.run._tokenize_check import N_CHECKED, tokenizer_check
+from passport.run._workers import resolve_workers
 from workloads import entry_rows, load_tokenizer
 
 __all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_canaries", "prepare", "time_run"]
@@ -203,7 +204,9 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
             check = tokenizer_check(control, found.engine, found.model_id, first)
         say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
             if check["checked"] else f"tokenizer check: {check['note']}")
-    return _Ready(Prepared(params, prefix_cache, telemetry_info, structured_form, check), pool, client, sources)
+    workers = resolve_workers(spec, say)
+    return _Ready(Prepared(params, prefix_cache, telemetry_info, structured_form, check, workers), pool, client,
+                  sources)
 
 
 def _held(run: Opened, planned: Planned) -> Prepared:
@@ -231,7 +234,8 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
                                planned.t0_ns, spec.canary_share, sink, found.engine)
     timed = run_timed_phase(TimedInputs(
         spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
-        run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources))
+        run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources,
+        workers=int((ready.prepared.workers or {}).get("count", 1))))
     if under_load is not None and run.suite is not None and gate.results is not None:
         canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
                     share=spec.canary_share)

@@ -92,6 +92,7 @@ class Prepared:
     telemetry: dict[str, Any]
     structured_output_form: str | None = None
     tokenizer_check: dict[str, Any] | None = None
+    workers: dict[str, Any] | None = None  # load.workers resolved: count, how, the calibration
 
 
 @dataclass(frozen=True)

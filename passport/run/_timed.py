@@ -64,6 +64,7 @@ class TimedInputs:
     progress: ProgressSink | None = None
     under_load: UnderLoad | None = None
     telemetry_sources: list[Any] = field(default_factory=list)
+    workers: int = 1  # load.workers resolved (auto: by calibration)
 
 
 @dataclass(frozen=True)
@@ -244,7 +245,12 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
 
 
 def run_timed_phase(inputs: TimedInputs) -> TimedOutcome:
-    """Run the timed phase on its own event loop (uvloop where installed)."""
+    """Run the timed phase on its own event loop (uvloop where installed), or dealt to worker
+    processes (`load.workers` > 1, passport.run._workers)."""
+    if inputs.workers > 1:
+        from passport.run._workers import run_with_workers
+
+        return TimedOutcome(*run_with_workers(inputs, inputs.workers))
     try:
         import uvloop
     except ImportError:

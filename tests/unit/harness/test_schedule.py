@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from harness import LoadSpec, build_schedule
+from harness import LoadSpec, WorkerShare, build_schedule
 
 OPEN = ["constant", "poisson", "gamma"]
 
@@ -68,3 +68,17 @@ def test_open_loop_needs_a_rate_and_closed_loop_needs_users() -> None:
         LoadSpec(pattern="poisson")
     with pytest.raises(ValueError, match="needs load.concurrency"):
         LoadSpec(pattern="closed")
+
+
+def test_a_worker_share_of_a_total_gives_the_remainder_to_the_first_workers() -> None:
+    shares = [WorkerShare(k, 3).part(8) for k in range(3)]
+    assert shares == [3, 3, 2] and sum(shares) == 8
+    assert WorkerShare().part(5) == 5
+
+
+def test_workers_need_a_user_or_a_slot_each_and_a_sane_count() -> None:
+    with pytest.raises(ValueError, match="load.workers 4 is more than load.concurrency 2"):
+        LoadSpec(pattern="closed", concurrency=2, workers=4)
+    with pytest.raises(ValueError, match="from 1 to 64 processes"):
+        LoadSpec(pattern="poisson", rate_per_s=10, workers=0)
+    assert LoadSpec(pattern="poisson", rate_per_s=10, workers="auto").workers == "auto"

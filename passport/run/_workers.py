@@ -1,0 +1,374 @@
+"""The timed phase sent by several worker processes on this host (`load.workers` > 1).
+
+One process is one core: past what one event loop holds (`benchmarks/overhead.py`, the
+`client_not_bound` rule), the load is dealt to N processes forked from this one right before
+timing, each with its own uvloop, connections and recorder shard (`workers/w<k>/`):
+- open loop: worker k sends scheduled requests k, k+N, k+2N, ... at their absolute deadlines on
+  the machine's one monotonic clock, so together they send the one schedule; an in-flight cap is
+  split between them;
+- closed loop: worker k runs users k, k+N, ... and takes sequence numbers k, k+N, ...; a session
+  stays on the worker that started it;
+- every repetition starts when every worker is ready for it (a barrier; the workers then start
+  within the barrier's wake-up skew, well under a millisecond here);
+- request ids interleave (id x N + k), so they stay unique; each worker samples its own CPU
+  share and loop lag.
+This process stays the coordinator: engine watch, server telemetry, canaries under load and the
+progress line (counts only: requests done, in flight, errors). Ctrl-C reaches every process of
+the terminal's group; a stop from here (the engine died, SIGTERM to this process) is passed to
+the workers through a shared event. A worker that dies stops the others; what every worker
+recorded is kept and the run is INCOMPLETE with the worker, its exit code and when.
+
+Afterwards the shards are merged into the run folder's usual files (requests, chunks, telemetry;
+same schemas, rows tagged with their `worker`) and removed, so verify, compare and every reader
+see one run. Linux only (fork): the workers inherit the prepared requests instead of pickling
+them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import os
+import shutil
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from multiprocessing.sharedctypes import SynchronizedArray
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from harness import (
+    CHUNKS_SCHEMA,
+    REQUESTS_SCHEMA,
+    TELEMETRY_SCHEMA,
+    ClientMonitor,
+    RepetitionResult,
+    Runner,
+    TableWriter,
+    TelemetrySampler,
+    WorkerShare,
+)
+from passport._errors import OutputFolderError
+from passport.run._recover import join_leftover_parts
+
+__all__ = ["run_with_workers", "WORKERS_DIR"]
+
+WORKERS_DIR = "workers"
+_TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
+_CONTEXT = multiprocessing.get_context("fork")
+
+
+@dataclass
+class _Shared:
+    """What the processes share: a stop flag, the repetition barrier, each worker's progress
+    counters (done, in flight, errors) and the workers' reports."""
+
+    stop: Any  # multiprocessing.Event
+    barrier: Any  # multiprocessing.Barrier
+    counters: SynchronizedArray[int]
+    reports: Any  # multiprocessing.Queue of (worker, repetitions, stop reason)
+
+
+class _Counts:
+    """A worker's progress sink: three integers in shared memory, no call into another process."""
+
+    def __init__(self, counters: SynchronizedArray[int], worker: int) -> None:
+        self._counters, self._base = counters, 3 * worker
+
+    def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
+        self._counters[self._base:self._base + 3] = [done, in_flight, errors]
+
+
+async def _worker_phase(inputs: Any, worker: int, workers: int, shared: _Shared, folder: Path) -> tuple[
+        list[RepetitionResult], str | None]:
+    from passport.run._timed import _on_signals, _on_write_error, _quiet_interpreter, _write_failure
+
+    spec = inputs.spec
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    installed = _on_signals(stop, reasons)
+    reported: set[str] = set()
+    failed = _on_write_error(stop, reasons, reported)
+    writers = {name: TableWriter(folder, name, schema, flush_rows=rows, flush_s=flush_s, on_error=failed)
+               for (name, schema), rows, flush_s in zip(_TABLES, (256, 8192, 1024), (2.0, 2.0, 5.0))}
+
+    async def start(rep: int) -> None:
+        try:
+            await asyncio.to_thread(shared.barrier.wait)
+        except threading.BrokenBarrierError:
+            reasons.append("another worker stopped before the repetition started")
+            stop.set()
+
+    async def follow_stop() -> None:
+        while not stop.is_set():
+            if shared.stop.is_set():
+                stop.set()
+            await asyncio.sleep(0.02)
+
+    count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer.exact else None
+    share = WorkerShare(worker, workers, start)
+    runner = Runner(inputs.client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, writers["requests"],
+                    writers["chunks"], inputs.t0_ns, stop, record_text=spec.record_text,
+                    count_tokens=(lambda s: len(count(s))) if count else None,
+                    progress=_Counts(shared.counters, worker), entries=inputs.entries, share=share)
+    background = [loop.create_task(ClientMonitor(writers["telemetry"], inputs.t0_ns).run()),
+                  loop.create_task(follow_stop())]
+    client = inputs.client
+    try:
+        with _quiet_interpreter():
+            await client.start()
+            await client.preconnect(min(share.part(spec.load.concurrency or 64), 64))
+            results = await runner.run()
+        if runner.abort_reason:
+            reasons.append(runner.abort_reason)
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await client.aclose()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        for writer in writers.values():
+            if writer.close() is None and writer.error is not None and writer.name not in reported:
+                reasons.append(_write_failure(writer.name, writer.error))
+    return results, reasons[0] if reasons else None
+
+
+def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> None:
+    """A forked worker: its part of the load on a fresh event loop, then its report; exits
+    without running the parent's exit handlers (they belong to the coordinator)."""
+    code = 0
+    try:
+        folder = Path(inputs.folder) / WORKERS_DIR / f"w{worker}"
+        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            import uvloop
+            results, reason = uvloop.run(_worker_phase(inputs, worker, workers, shared, folder))
+        except ImportError:
+            results, reason = asyncio.run(_worker_phase(inputs, worker, workers, shared, folder))
+        if reason is not None:
+            shared.stop.set()  # the endpoint is gone, a file cannot be written, a signal: everyone stops
+            shared.barrier.abort()
+        shared.reports.put((worker, [(r.repetition, r.sent, r.pool_cycles) for r in results], reason))
+        shared.reports.close()
+        shared.reports.join_thread()
+    except BaseException:  # noqa: BLE001 - the coordinator sees the exit code and says which worker
+        code = 3
+        with contextlib.suppress(Exception):
+            shared.stop.set()
+            shared.barrier.abort()
+    os._exit(code)
+
+
+def _merge(folder: Path, workers: int) -> None:
+    """Join every shard's tables into the run folder's (rows tagged with their worker) and remove
+    the shards. The coordinator's own telemetry, already in the run folder, is kept first."""
+    shards = folder / WORKERS_DIR
+    for name, schema in _TABLES:
+        tables = []
+        if name == "telemetry" and (folder / "telemetry.parquet").is_file():
+            tables.append(pq.read_table(folder / "telemetry.parquet"))
+        for k in range(workers):
+            shard = shards / f"w{k}"
+            if not shard.is_dir():
+                continue
+            join_leftover_parts(shard)  # a worker killed mid-write left its parts
+            table = pq.read_table(shard / f"{name}.parquet")
+            if "worker" in table.column_names:
+                table = table.set_column(table.schema.get_field_index("worker"), "worker",
+                                         pa.array([k] * table.num_rows, pa.int16()))
+            tables.append(table)
+        merged = pa.concat_tables([t.select(schema.names).cast(schema) for t in tables]) if tables \
+            else schema.empty_table()
+        if name == "requests" and merged.num_rows:
+            merged = merged.take(pc.sort_indices(merged, [("sent_ns", "ascending"), ("request_id", "ascending")]))
+        pq.write_table(merged, folder / f"{name}.parquet", compression="zstd")
+    shutil.rmtree(shards, ignore_errors=True)
+
+
+async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, started_ns: int) -> tuple[
+        list[RepetitionResult], str | None]:
+    """This process during the phase: engine watch, telemetry, canaries under load, progress,
+    and the workers' exits."""
+    from passport.run._timed import _EngineWatch, _on_signals
+
+    spec, folder, t0_ns = inputs.spec, inputs.folder, inputs.t0_ns
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    installed = _on_signals(stop, reasons)
+    try:
+        telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
+    except OSError as exc:
+        raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc})") from None
+    watch = (_EngineWatch(inputs.launcher, telemetry_w, t0_ns, inputs.run_start_ns, stop, reasons)
+             if inputs.launcher is not None else None)
+    background: list[asyncio.Task[None]] = []
+    if inputs.telemetry_sources:
+        background.append(loop.create_task(TelemetrySampler(inputs.telemetry_sources, telemetry_w, t0_ns,
+                                                            spec.telemetry.interval_s).run()))
+    if watch is not None:
+        background.append(loop.create_task(watch.watch()))
+    sink = inputs.under_load if inputs.under_load is not None else inputs.progress
+    canaries_done = asyncio.Event()
+    under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
+    reports: dict[int, tuple[list[tuple[int, int, int]], str | None]] = {}
+    try:
+        while any(p.exitcode is None for p in processes) or not shared.reports.empty():
+            while not shared.reports.empty():
+                worker, results, reason = shared.reports.get()
+                reports[worker] = (results, reason)
+            for k, p in enumerate(processes):
+                if p.exitcode is not None and p.exitcode != 0 and k not in reports and not shared.stop.is_set():
+                    reasons.insert(0, f"worker {k} (pid {p.pid}) died with exit code {p.exitcode} "
+                                      f"{(time.perf_counter_ns() - started_ns) / 1e9:.1f} s into the timed phase; "
+                                      "every worker's records so far are kept")
+                    shared.stop.set()
+                    shared.barrier.abort()
+            if stop.is_set() and not shared.stop.is_set():
+                shared.stop.set()
+                shared.barrier.abort()
+            if sink is not None:
+                c = shared.counters[:]
+                sink.update(sum(c[0::3]), sum(c[1::3]), sum(c[2::3]), {})
+            await asyncio.sleep(0.05)
+    finally:
+        for p in processes:
+            p.join(timeout=30)
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        canaries_done.set()
+        if under_load is not None:
+            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+                await asyncio.wait_for(under_load, timeout=30)
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        if watch is not None:
+            watch.finish()
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        telemetry_w.close()
+    for k, p in enumerate(processes):
+        if k not in reports and not any(r.startswith(f"worker {k} ") for r in reasons):
+            reasons.append(f"worker {k} (pid {p.pid}) ended without reporting (exit code {p.exitcode}); every "
+                           "worker's records so far are kept")
+    reasons += [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
+    by_rep: dict[int, RepetitionResult] = {}
+    for results, _ in reports.values():
+        for rep, sent, cycles in results:
+            total = by_rep.setdefault(rep, RepetitionResult(rep))
+            total.sent += sent
+            total.pool_cycles = max(total.pool_cycles, cycles)
+    return [by_rep[r] for r in sorted(by_rep)], reasons[0] if reasons else None
+
+
+def run_with_workers(inputs: Any, workers: int) -> tuple[list[RepetitionResult], str | None]:
+    """Fork the workers, coordinate them on this process's event loop, merge their shards."""
+    shared = _Shared(stop=_CONTEXT.Event(), barrier=_CONTEXT.Barrier(workers),
+                     counters=_CONTEXT.Array("q", 3 * workers, lock=False), reports=_CONTEXT.Queue())
+    (Path(inputs.folder) / WORKERS_DIR).mkdir(exist_ok=True)
+    started_ns = time.perf_counter_ns()
+    processes = []
+    for k in range(workers):
+        process = _CONTEXT.Process(target=_worker_main, args=(inputs, k, workers, shared), name=f"passport-w{k}",
+                                   daemon=True)
+        process.start()
+        processes.append(process)
+    try:
+        import uvloop
+        outcome = uvloop.run(_coordinate(inputs, processes, shared, started_ns))
+    except ImportError:
+        outcome = asyncio.run(_coordinate(inputs, processes, shared, started_ns))
+    _merge(Path(inputs.folder), workers)
+    return outcome
+
+
+# One worker's budget: half a core for the receive path. benchmarks/overhead.py put passport at
+# 1 ms added p99 lag near 25,600 chunks/s at 18 us of CPU per chunk, i.e. about half a core;
+# past that the lag grows with the load.
+_CPU_BUDGET = 0.5
+# A closed loop's streams are assumed to decode at most this fast (chunks/s each) when the offered
+# rate is not known before the run: a fast GPU server's single stream.
+_CLOSED_LOOP_CHUNKS_PER_S = 100.0
+
+
+def _calibrate(streams: int = 32, tokens: int = 400) -> dict[str, float]:
+    """CPU microseconds per streamed chunk of this process's receive path, measured against the
+    simulated engine sending back to back (about a second)."""
+    import socket
+    import subprocess
+    import sys
+
+    from harness import Endpoint, HttpClient, Timeouts, free_port
+
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", "0",
+                               "--itl-ms", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+
+        async def measure() -> tuple[float, int]:
+            client = HttpClient(Endpoint.parse(f"http://127.0.0.1:{port}/v1"), Timeouts(), max_idle=streams)
+            body = (b'{"model":"sim-model","prompt":"calibration","max_tokens":%d,"stream":true,'
+                    b'"ignore_eos":true}' % tokens)
+            request = client.request_bytes("/completions", body)
+            await client.start()
+            try:
+                await client.preconnect(streams)
+                await asyncio.gather(*(client.exchange(request) for _ in range(streams)))  # warm
+                cpu0 = time.process_time()
+                done = await asyncio.gather(*(client.exchange(request) for _ in range(streams)))
+                return time.process_time() - cpu0, sum(len(ex.sse) for ex in done)
+            finally:
+                await client.aclose()
+
+        cpu_s, chunks = asyncio.run(measure())
+    finally:
+        server.terminate()
+        server.wait(5)
+    per_chunk_us = cpu_s / max(chunks, 1) * 1e6
+    return {"cpu_us_per_chunk": per_chunk_us, "chunks": float(chunks),
+            "chunks_per_s_per_worker": _CPU_BUDGET / (per_chunk_us / 1e6)}
+
+
+def resolve_workers(spec: Any, say: Any) -> dict[str, Any] | None:
+    """load.workers as a count with how it was chosen (None: one process). `auto`: the chunks/s
+    the load will offer (open loop: rate x mean output tokens; closed loop: concurrency x
+    100/s, a fast server's stream) over what one process holds within half a core here."""
+    declared = spec.load.workers
+    if declared == 1:
+        return None
+    if declared != "auto":
+        return {"count": int(declared), "how": "declared"}
+    load = spec.load
+    calibration = _calibrate()
+    if load.open_loop and load.rate_per_s is not None:
+        mean_tokens = float(spec.workload.output_tokens.sample(np.random.default_rng(0), 4096).mean())
+        offered = load.rate_per_s * mean_tokens
+        basis = f"rate {load.rate_per_s:g}/s x {mean_tokens:g} output tokens (mean)"
+    else:
+        offered = (load.concurrency or 1) * _CLOSED_LOOP_CHUNKS_PER_S
+        basis = f"{load.concurrency or 1} streams x {_CLOSED_LOOP_CHUNKS_PER_S:g} chunks/s"
+    cores = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1)
+    wanted = max(1, -(-int(offered) // max(1, int(calibration["chunks_per_s_per_worker"]))))
+    count = max(1, min(wanted, cores, load.concurrency or 64, 64))
+    say(f"load.workers auto: {count} (offered ~{offered:,.0f} chunks/s from {basis}; one worker holds "
+        f"~{calibration['chunks_per_s_per_worker']:,.0f} here at {calibration['cpu_us_per_chunk']:.1f} us per chunk; "
+        f"{cores} core(s) for workers)")
+    return {"count": count, "how": "calibrated", "offered_chunks_per_s": offered, "offered_basis": basis,
+            "cores": cores, **calibration}

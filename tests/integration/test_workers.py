@@ -1,0 +1,119 @@
+"""load.workers: the load dealt to several processes and merged into one run folder, against the
+simulator: the same schedule as one process, rows tagged by worker, each worker's own figures,
+one passport that verifies; a worker that dies; auto calibration."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pyarrow.parquet as pq
+
+from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
+from tests.faults import fault
+from tests.integration.test_faults import _spec
+
+WriteSpec = Callable[..., Path]
+
+
+def _run(write_spec: WriteSpec, url: str, load: dict[str, Any], out: Path, name: str) -> tuple[dict[str, Any], Path]:
+    spec = write_spec(_spec(url, load, validity=LENIENT_CLIENT), name=f"{name}.yaml")
+    result = run_cli("run", str(spec), "--out", str(out), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(out)
+    return json.loads((run / "passport.json").read_text()), run
+
+
+def test_an_open_loop_dealt_to_two_workers_sends_the_one_schedule(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    load = {"pattern": "poisson", "rate_per_s": 80, "warmup": {"requests": 4}, "measure": {"requests": 120},
+            "concurrency": 16}
+    one, one_run = _run(write_spec, url, load, tmp_path / "one", "one")
+    two, two_run = _run(write_spec, url, {**load, "workers": 2}, tmp_path / "two", "two")
+    assert two["protocol"]["schedule"]["sha256"] == one["protocol"]["schedule"]["sha256"]
+    assert two["protocol"]["workers"] == {"count": 2, "how": "declared"} and one["protocol"]["workers"] is None
+    requests = pq.read_table(two_run / "requests.parquet").to_pandas()
+    assert len(requests) == 124 and requests.request_id.is_unique
+    # worker k sent scheduled requests k, k+2, ...; each at its intended time on the one clock
+    assert (requests.seq % 2 == requests.worker).all() and set(requests.worker) == {0, 1}
+    single = pq.read_table(one_run / "requests.parquet").to_pandas().set_index("seq")
+    dealt = requests.set_index("seq")
+    offsets = (dealt.intended_ns - dealt.intended_ns.min()) - (single.intended_ns - single.intended_ns.min())
+    assert offsets.abs().max() < 2_000_000  # the same offsets within the barrier's start skew (ns)
+    assert (pq.read_table(one_run / "requests.parquet").column("worker").null_count == 124)
+    chunks = pq.read_table(two_run / "chunks.parquet").to_pandas()
+    assert set(chunks.request_id) == set(requests.request_id)
+    workers = two["results"]["client"]["workers"]
+    assert [w["worker"] for w in workers] == [0, 1] and sum(w["requests"] for w in workers) == 124
+    assert all(w["cpu_share_max"] is not None and w["dispatch_lag_p99_ms"] is not None for w in workers)
+    telemetry = pq.read_table(two_run / "telemetry.parquet").to_pandas()
+    assert set(telemetry[telemetry.source == "client"].worker) == {0, 1}
+    assert not (two_run / "workers").exists()  # shards merged and removed
+    assert two["results"]["metrics"]["ttft.any"]["p50"] < 0.02
+    assert run_cli("verify", str(two_run)).returncode == 0
+
+
+def test_a_closed_loop_splits_its_users_between_workers(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    passport, run = _run(write_spec, url, {"pattern": "closed", "concurrency": 4, "workers": 2,
+                                           "warmup": {"requests": 4, "barrier": True}, "measure": {"requests": 40}},
+                         tmp_path / "out", "closed")
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert (requests.phase == "measure").sum() == 40 and passport["validity"]["counts"]["succeeded"] == 40
+    assert {w: set(g.user) for w, g in requests.groupby("worker")} == {0: {0, 2}, 1: {1, 3}}
+    assert run_cli("verify", str(run)).returncode == 0
+
+
+@fault("a worker process dies mid-run",
+       "every worker's records so far are kept; INCOMPLETE, naming the worker, its exit code and when; exit 1")
+def test_a_worker_that_dies_ends_the_run_incomplete_with_its_name(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "workers": 2,
+                                  "measure": {"duration_s": 60}}, validity=LENIENT_CLIENT))
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "out"),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 30
+    victim = None
+    while time.monotonic() < deadline and victim is None:
+        shards = list((tmp_path / "out").glob("*/workers/w1/requests.parts/part-*.parquet"))
+        children = psutil.Process(proc.pid).children()
+        if len(shards) > 1 and len(children) == 2:
+            victim = children[1]
+        time.sleep(0.1)
+    assert victim is not None, "the workers never recorded anything"
+    victim.kill()
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1, stdout + stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["verdict"] == "INCOMPLETE"
+    reason = passport["validity"]["incomplete_reason"]
+    assert f"(pid {victim.pid}) died with exit code -9" in reason and "s into the timed phase" in reason
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert set(requests.worker) == {0, 1}  # the dead worker's flushed rows are kept
+    assert run_cli("verify", str(run)).returncode == 0
+
+
+def test_auto_picks_the_workers_from_a_calibration_and_records_it(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    passport, _ = _run(write_spec, url, {"pattern": "poisson", "rate_per_s": 40, "workers": "auto",
+                                         "measure": {"requests": 40}}, tmp_path / "out", "auto")
+    chosen = passport["protocol"]["workers"]
+    assert chosen["how"] == "calibrated" and 1 <= chosen["count"] <= chosen["cores"]
+    assert chosen["cpu_us_per_chunk"] > 0 and chosen["chunks"] > 1000
+    # 40 req/s x the spec's output tokens is far below what one worker holds
+    assert chosen["offered_chunks_per_s"] < chosen["chunks_per_s_per_worker"] and chosen["count"] == 1

@@ -33,7 +33,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import SynchronizedArray
 from pathlib import Path
@@ -49,6 +49,7 @@ from harness import (
     REQUESTS_SCHEMA,
     TELEMETRY_SCHEMA,
     ClientMonitor,
+    ProgressSink,
     RepetitionResult,
     Runner,
     TableWriter,
@@ -58,7 +59,7 @@ from harness import (
 from passport._errors import OutputFolderError
 from passport.run._recover import join_leftover_parts
 
-__all__ = ["run_with_workers", "WORKERS_DIR"]
+__all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers", "WORKERS_DIR"]
 
 WORKERS_DIR = "workers"
 _TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
@@ -86,8 +87,12 @@ class _Counts:
         self._counters[self._base:self._base + 3] = [done, in_flight, errors]
 
 
-async def _worker_phase(inputs: Any, worker: int, workers: int, shared: _Shared, folder: Path) -> tuple[
-        list[RepetitionResult], str | None]:
+async def worker_phase(inputs: Any, client: Any, share: WorkerShare, folder: Path,
+                       stopped: Callable[[], Awaitable[bool]],
+                       progress: ProgressSink | None) -> tuple[list[RepetitionResult], str | None]:
+    """One worker's part of the timed phase, on this process's event loop: `inputs` has the
+    spec, schedule, pool, entries, t0_ns and tokenizer of the run; `stopped` says whether the
+    coordinator asked every worker to stop. Writes its shard into `folder`."""
     from passport.run._timed import _on_signals, _on_write_error, _quiet_interpreter, _write_failure
 
     spec = inputs.spec
@@ -100,28 +105,19 @@ async def _worker_phase(inputs: Any, worker: int, workers: int, shared: _Shared,
     writers = {name: TableWriter(folder, name, schema, flush_rows=rows, flush_s=flush_s, on_error=failed)
                for (name, schema), rows, flush_s in zip(_TABLES, (256, 8192, 1024), (2.0, 2.0, 5.0))}
 
-    async def start(rep: int) -> None:
-        try:
-            await asyncio.to_thread(shared.barrier.wait)
-        except threading.BrokenBarrierError:
-            reasons.append("another worker stopped before the repetition started")
-            stop.set()
-
     async def follow_stop() -> None:
         while not stop.is_set():
-            if shared.stop.is_set():
+            if await stopped():
                 stop.set()
             await asyncio.sleep(0.02)
 
-    count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer.exact else None
-    share = WorkerShare(worker, workers, start)
-    runner = Runner(inputs.client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, writers["requests"],
+    count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer is not None and inputs.tokenizer.exact else None
+    runner = Runner(client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, writers["requests"],
                     writers["chunks"], inputs.t0_ns, stop, record_text=spec.record_text,
                     count_tokens=(lambda s: len(count(s))) if count else None,
-                    progress=_Counts(shared.counters, worker), entries=inputs.entries, share=share)
+                    progress=progress, entries=inputs.entries, share=share)
     background = [loop.create_task(ClientMonitor(writers["telemetry"], inputs.t0_ns).run()),
                   loop.create_task(follow_stop())]
-    client = inputs.client
     try:
         with _quiet_interpreter():
             await client.start()
@@ -149,11 +145,22 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> Non
     try:
         folder = Path(inputs.folder) / WORKERS_DIR / f"w{worker}"
         folder.mkdir(parents=True, exist_ok=True)
+        async def start(rep: int) -> None:
+            try:
+                await asyncio.to_thread(shared.barrier.wait)
+            except threading.BrokenBarrierError:
+                shared.stop.set()  # another worker stopped before the repetition started
+
+        async def stopped() -> bool:
+            return bool(shared.stop.is_set())
+
+        phase = worker_phase(inputs, inputs.client, WorkerShare(worker, workers, start), folder, stopped,
+                             _Counts(shared.counters, worker))
         try:
             import uvloop
-            results, reason = uvloop.run(_worker_phase(inputs, worker, workers, shared, folder))
+            results, reason = uvloop.run(phase)
         except ImportError:
-            results, reason = asyncio.run(_worker_phase(inputs, worker, workers, shared, folder))
+            results, reason = asyncio.run(phase)
         if reason is not None:
             shared.stop.set()  # the endpoint is gone, a file cannot be written, a signal: everyone stops
             shared.barrier.abort()
@@ -168,7 +175,7 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> Non
     os._exit(code)
 
 
-def _merge(folder: Path, workers: int) -> None:
+def merge_shards(folder: Path, workers: int) -> None:
     """Join every shard's tables into the run folder's (rows tagged with their worker) and remove
     the shards. The coordinator's own telemetry, already in the run folder, is kept first."""
     shards = folder / WORKERS_DIR
@@ -289,7 +296,7 @@ def run_with_workers(inputs: Any, workers: int) -> tuple[list[RepetitionResult],
         outcome = uvloop.run(_coordinate(inputs, processes, shared, started_ns))
     except ImportError:
         outcome = asyncio.run(_coordinate(inputs, processes, shared, started_ns))
-    _merge(Path(inputs.folder), workers)
+    merge_shards(Path(inputs.folder), workers)
     return outcome
 
 

@@ -142,6 +142,11 @@ class LoadSpec(BaseModel):
                        "shard (merged into one run folder): an integer from 1 to 64, or auto (picked from a short "
                        "calibration of what one process holds on this machine).")
 
+    backend: Literal["local", "ray"] = Field(
+        "local", description="local: workers are processes forked on this host; ray: Ray actors across the hosts "
+                             "of the cluster at ray_address.")
+    ray_address: str | None = Field(None, description="ray: the cluster, HOST:PORT, ray://HOST:PORT or auto.")
+
     @field_validator("workers")
     @classmethod
     def _workers(cls, value: int | str) -> int | str:
@@ -158,6 +163,12 @@ class LoadSpec(BaseModel):
                     f"load.rate_per_s x load.measure.duration_s schedules {arrivals:,.0f} requests, built in memory "
                     f"before the first is sent (about {arrivals * 2048 / 2**30:,.0f} GiB); at most "
                     f"{MAX_SCHEDULED:,}: shorten the window or split the run")
+        return self
+
+    @model_validator(mode="after")
+    def _backend(self) -> Self:
+        if self.ray_address is not None and self.backend != "ray":
+            raise ValueError("load.ray_address is set but load.backend is local; set load.backend: ray")
         return self
 
     @model_validator(mode="after")

@@ -93,6 +93,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         capacity_source=declared.capacity_source, tokenizer_check=workload.get("tokenizer_check"),
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
+        clocks=(protocol.get("workers") or {}).get("clocks"),
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -39,6 +39,9 @@ class RunFacts:
     # (measured requests that found it full at their intended time, measured requests).
     in_flight_cap: int | None = None
     found_cap_full: tuple[int, int] | None = None
+    # Workers on other hosts (load.backend: ray): each one's clock offset record
+    # (protocol.workers.clocks); None for one host.
+    clocks: list[dict[str, Any]] | None = None
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -135,6 +138,24 @@ def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Valid
         "the client's own CPU and event-loop lag stayed within bounds" if not bound
         else "the client was busy enough to distort timings",
         "run the harness on a quieter machine, lower the load, or shard streams across processes")]
+
+
+def _clock_offsets(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    """Workers on other hosts run on the coordinator's clock shifted by an estimated offset: what
+    compares times across hosts (dispatch lag, the window's rates) carries its uncertainty."""
+    if not f.clocks:
+        return []
+    loose = [k for k in f.clocks if not k.get("bounded")]
+    worst_ms = max(max(k.get("uncertainty_ns") or 0, k.get("uncertainty_after_ns") or 0) for k in f.clocks) / 1e6
+    return [_rule(
+        "clock_offsets", not loose, len(loose), 0,
+        f"the clock offsets of {len(f.clocks)} workers were bounded within {worst_ms:.3f} ms before and after the "
+        "run" if not loose else
+        f"the clock offset of worker(s) {', '.join(str(k['worker']) for k in loose)} could not be bounded within "
+        "1 ms (uncertain or moving): their dispatch lag and the window's rates carry it; TTFT, ITL and E2E are "
+        "read on one host's clock and do not",
+        "run the workers nearer the coordinator (round trips under 2 ms) or on hosts whose clocks are steadier",
+        soft=True)]
 
 
 def _achieved_rate(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
@@ -234,8 +255,8 @@ def _declarations(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim:
 
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
-RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _client, _achieved_rate, _engine,
-                           _lengths, _answer_checks, _declarations)
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _client, _clock_offsets, _achieved_rate,
+                           _engine, _lengths, _answer_checks, _declarations)
 
 
 def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,

@@ -235,11 +235,11 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
     timed = run_timed_phase(TimedInputs(
         spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
         run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources,
-        workers=int((ready.prepared.workers or {}).get("count", 1))))
+        workers=int((ready.prepared.workers or {}).get("count", 1)), base_url=found.access.base_url))
     if under_load is not None and run.suite is not None and gate.results is not None:
         canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
                     share=spec.canary_share)
-    return Timed(timed.repetitions, timed.stop_reason)
+    return Timed(timed.repetitions, timed.stop_reason, timed.workers)
 
 
 def _stop_engine(launcher: EngineLauncher | None, owns_engine: bool) -> None:
@@ -272,6 +272,10 @@ def execute(
     owns_engine = shared_engine is None and spec.engine is not None
     harness = collect_harness(RAW_SCHEMA_VERSION)
     try:
+        if spec.load.backend == "ray":  # before anything is launched or sent
+            from passport.run._ray import connect_ray
+
+            connect_ray(spec, say)
         if owns_engine:
             launcher = engine_launcher(spec, run.folder / "engine.log")
             say(f"starting the engine: {' '.join(launcher.command)}")
@@ -304,6 +308,9 @@ def execute(
                          incomplete_reason=timed.stop_reason or (None if complete else "not every repetition ran"),
                          forced=run.force, launched_engine=launcher is not None)
         pool_cycles = max((r.pool_cycles for r in timed.repetitions), default=0)
+        if timed.workers:
+            workers = {**(draft.protocol.workers or {}), **timed.workers}
+            draft = draft.model_copy(update={"protocol": draft.protocol.model_copy(update={"workers": workers})})
         passport = finalize(run.folder, draft, state, utc_now(),
                             cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles))
         fallback = None

@@ -101,3 +101,4 @@ class Timed:
 
     repetitions: list[RepetitionResult]
     stop_reason: str | None
+    workers: dict[str, Any] | None = None  # what the run learned about its workers (Ray: their clocks)

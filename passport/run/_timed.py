@@ -65,12 +65,14 @@ class TimedInputs:
     under_load: UnderLoad | None = None
     telemetry_sources: list[Any] = field(default_factory=list)
     workers: int = 1  # load.workers resolved (auto: by calibration)
+    base_url: str | None = None  # where Ray workers send (load.backend: ray)
 
 
 @dataclass(frozen=True)
 class TimedOutcome:
     repetitions: list[RepetitionResult]
     stop_reason: str | None
+    workers: dict[str, Any] | None = None  # what only the run learns about its workers (Ray: clocks)
 
 
 @contextlib.contextmanager
@@ -247,6 +249,11 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
 def run_timed_phase(inputs: TimedInputs) -> TimedOutcome:
     """Run the timed phase on its own event loop (uvloop where installed), or dealt to worker
     processes (`load.workers` > 1, passport.run._workers)."""
+    if inputs.spec.load.backend == "ray":
+        from passport.run._ray import run_with_ray
+
+        assert inputs.base_url is not None
+        return TimedOutcome(*run_with_ray(inputs, inputs.workers, inputs.base_url))
     if inputs.workers > 1:
         from passport.run._workers import run_with_workers
 

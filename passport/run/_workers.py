@@ -358,6 +358,14 @@ def resolve_workers(spec: Any, say: Any) -> dict[str, Any] | None:
     the load will offer (open loop: rate x mean output tokens; closed loop: concurrency x
     100/s, a fast server's stream) over what one process holds within half a core here."""
     declared = spec.load.workers
+    if spec.load.backend == "ray":
+        from passport.run._ray import alive_nodes
+
+        nodes = alive_nodes()
+        count = nodes if declared == "auto" else int(declared)
+        say(f"load.workers: {count} Ray actor(s) over {nodes} node(s)")
+        return {"count": count, "how": "one per node" if declared == "auto" else "declared", "backend": "ray",
+                "address": spec.load.ray_address or "auto", "nodes": nodes}
     if declared == 1:
         return None
     if declared != "auto":

@@ -80,7 +80,7 @@ def test_server_summary_counts_counters_and_gauges_inside_the_window_only() -> N
             (1 * s, "gpu:nvml", "memory_used_bytes", 5e9), (2 * s, "gpu:nvml", "memory_used_bytes", 7e9),
             (1 * s, "gpu:nvml", "energy_j_total", 1000.0), (2 * s, "gpu:nvml", "energy_j_total", 1450.0)]
     table = pa.table({"t_ns": [r[0] for r in rows], "source": [r[1] for r in rows], "name": [r[2] for r in rows],
-                      "value": [r[3] for r in rows]}, schema=TELEMETRY_SCHEMA)
+                      "value": [r[3] for r in rows], "worker": [None] * len(rows)}, schema=TELEMETRY_SCHEMA)
     out = server_summary(table, [(1.0 * s, 2.5 * s)])
     assert out is not None
     assert out["counter_deltas"]["generation_tokens_total"] == 110.0  # 150 at the start, 260 the last inside

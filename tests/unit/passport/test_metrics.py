@@ -70,7 +70,8 @@ def run_dir(tmp_path: Path) -> Path:
     pq.write_table(_requests(), tmp_path / "requests.parquet")
     pq.write_table(_chunks(), tmp_path / "chunks.parquet")
     pq.write_table(pa.table({"t_ns": [1, 2], "source": ["client", "engine"], "name": ["cpu_share", "rss_bytes"],
-                             "value": [0.25, 1e9]}, schema=TELEMETRY_SCHEMA), tmp_path / "telemetry.parquet")
+                             "value": [0.25, 1e9], "worker": [None, None]}, schema=TELEMETRY_SCHEMA),
+                   tmp_path / "telemetry.parquet")
     return tmp_path
 
 
@@ -168,3 +169,23 @@ def test_dispatch_lag_advice_blames_the_cap_when_requests_found_it_full() -> Non
     old = _dispatch_rule(None, 250.0)
     assert old["message"] == "p99 send lag behind the intended time 250.000 ms"
     assert _dispatch_rule((40, 100), 1.0)["recommendation"] is None
+
+
+def test_clock_offsets_warn_when_a_hosts_offset_cannot_be_bounded() -> None:
+    results = cast(ResultsFigures, {"client": {"dispatch_lag_p99_ms": 1.0, "cpu_share_max": None,
+                                               "loop_lag_p99_ms": None}})
+    limits = cast(ValidityLimits, ValiditySpec().model_dump())
+    counts: dict[str, int | None] = {name: 0 for name in COUNT_NAMES}
+    bounded = {"worker": 0, "uncertainty_ns": 300_000, "uncertainty_after_ns": 250_000, "bounded": True}
+    loose = {"worker": 1, "uncertainty_ns": 4_000_000, "uncertainty_after_ns": 3_000_000, "bounded": False}
+
+    def rule(clocks: list[dict[str, object]] | None) -> list[dict[str, object]]:
+        facts = RunFacts(complete=True, incomplete_reason=None, open_loop=True, launched_engine=False,
+                         git_dirty=False, exact_lengths=False, canaries=NO_CANARIES, forced=False, clocks=clocks)
+        return [dict(r) for r in evaluate(results, counts, facts, limits) if r["name"] == "clock_offsets"]
+
+    assert rule(None) == []  # one host: no such rule
+    (ok,) = rule([bounded])
+    assert ok["status"] == "PASS" and "bounded within 0.300 ms" in str(ok["message"])
+    (warn,) = rule([bounded, loose])
+    assert warn["status"] == "WARN" and "worker(s) 1 could not be bounded" in str(warn["message"])

@@ -17,7 +17,7 @@ def test_timeline_plots_kv_cache_usage_when_sampled_and_says_so_when_not() -> No
     assert png.startswith(PNG) and notes == ["the engine's KV-cache usage was not sampled in this run, so it is not "
                                             "plotted"]
     telemetry = pa.table({"t_ns": [0, 100_000_000, 200_000_000], "source": ["engine"] * 3,
-                          "name": ["kv_cache_usage"] * 3, "value": [0.1, 0.5, 0.2]},
+                          "name": ["kv_cache_usage"] * 3, "value": [0.1, 0.5, 0.2], "worker": [None] * 3},
                          schema=TELEMETRY_SCHEMA)
     with_kv, notes = timeline(_requests(), _chunks(), telemetry, [(0.1, 0.3)])
     assert notes == [] and with_kv.startswith(PNG) and len(with_kv) != len(png)

@@ -94,7 +94,8 @@ def test_a_discarded_repetition_leaves_the_results_but_is_listed(tmp_path: Path,
 def test_engine_exit_discards_the_repetition_that_was_running(tmp_path: Path) -> None:
     folder = _two_reps(tmp_path)
     pq.write_table(pa.table({"t_ns": [0, 1070 * MS], "source": ["engine", "engine"], "name": ["launched", "exit"],
-                             "value": [1.0, 1.0]}, schema=TELEMETRY_SCHEMA), folder / "telemetry.parquet")
+                             "value": [1.0, 1.0], "worker": [None, None]}, schema=TELEMETRY_SCHEMA),
+                   folder / "telemetry.parquet")
     _declare(folder, discard=["engine_exited"])
     assert [d["repetition"] for d in compute_results(folder)["discard"]["discarded"]] == [1]
 

@@ -1,0 +1,282 @@
+"""`load.backend: ray`: the workers as Ray actors, one per worker, spread over the cluster's hosts.
+
+Ray is the transport and the scheduler here, not a home-made protocol: the coordinator (this
+process) connects to `load.ray_address` before anything is sent (an address that does not answer
+is an error, exit 2), starts `load.workers` actors (spread across nodes), ships them the run's
+part once through the object store (spec, schedule, prepared requests; never a secret: each host
+builds its Authorization header from its own `endpoint.api_key_env`), and each actor runs the
+same `worker_phase` a local worker runs, on its own uvloop, writing its shard on its own disk.
+
+Clocks: each host has its own monotonic clock. Before and after the run the coordinator
+estimates each actor's offset with round trips (offset = remote - the midpoint of the local send
+and receive, from the fastest of 16; its uncertainty is half that round trip) and the actor runs
+on the coordinator's clock shifted by the offset, so its rows are on the run's clock within the
+uncertainty. A request's own latencies (TTFT, ITL, E2E) are read on one host's clock and carry no
+offset error; what compares times across hosts (dispatch lag against the intended time, the
+window's rates, telemetry alignment) carries the uncertainty, which `protocol.workers.clocks`
+records; an offset that moved or is uncertain by more than 1 ms is flagged `bounded: false`, and
+the validity rule `clock_offsets` warns.
+
+Every repetition starts when every actor is ready (a barrier actor); a stop (Ctrl-C, the engine
+died) reaches the actors through a control actor they poll. An actor that dies ends the run
+INCOMPLETE; what its host had written is fetched by a task pinned to that host. Shards come back
+as Parquet bytes and are merged like local workers' shards.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from harness import EndpointError, RepetitionResult, WorkerShare
+from passport._errors import SpecError
+from passport.run._recover import join_leftover_parts
+from passport.run._workers import WORKERS_DIR, merge_shards, worker_phase
+
+__all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
+
+CLOCK_BOUND_NS = 1_000_000  # an offset uncertain (or moving) by more than this is not bounded
+_PROBES = 16
+_TABLE_NAMES = ("requests", "chunks", "telemetry")
+
+
+def _reachable(address: str) -> None:
+    """Fail fast when a host:port (or ray://host:port) address refuses connections: ray.init
+    would wait a minute before saying so."""
+    if address == "auto":
+        return
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.hostname is None or parts.port is None:
+        raise SpecError(f"load.ray_address {address!r}: write HOST:PORT (the head's GCS port, e.g. 10.0.0.5:6379), "
+                        "ray://HOST:PORT (Ray Client) or auto")
+    try:
+        socket.create_connection((parts.hostname, parts.port), timeout=3).close()
+    except OSError as exc:
+        raise EndpointError(f"cannot reach the Ray cluster at {address}: {exc}; start it (`ray start --head`) or fix "
+                            "load.ray_address; nothing was sent") from None
+
+
+def connect_ray(spec: Any, say: Any) -> dict[str, Any]:
+    """Connect to the spec's Ray cluster (before anything is sent); its nodes, for the protocol."""
+    try:
+        import ray
+    except ImportError:
+        raise SpecError("load.backend: ray needs Ray: pip install 'passport[ray]' (or ray) on every host") from None
+    if spec.endpoint.base_url and urlsplit(spec.endpoint.base_url).username:
+        raise SpecError("load.backend: ray: credentials in endpoint.base_url would travel to other hosts; give the "
+                        "key through endpoint.api_key_env, exported on every host")
+    address = spec.load.ray_address or "auto"
+    _reachable(address)
+    try:
+        ray.init(address=address, ignore_reinit_error=True, log_to_driver=False, logging_level=logging.ERROR,
+                 configure_logging=False)
+    except Exception as exc:  # ray raises ConnectionError, RuntimeError, ValueError by version
+        raise EndpointError(f"cannot join the Ray cluster at {address}: {exc}; nothing was sent") from None
+    nodes = alive_nodes()
+    say(f"Ray cluster at {address}: {nodes} node(s)")
+    return {"address": address, "nodes": nodes}
+
+
+def alive_nodes() -> int:
+    """Nodes of the connected cluster that are up."""
+    import ray
+
+    return len([n for n in ray.nodes() if n.get("Alive")])  # type: ignore[no-untyped-call]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """What every actor gets once, through the object store (no secret: see the module docstring)."""
+
+    spec: Any
+    base_url: str
+    schedule: Any
+    pool: Any
+    entries: list[int]
+    tokenizer: Any
+    t0_ns: int  # on the coordinator's clock
+
+
+def _actor_classes() -> tuple[Any, Any, Any]:
+    import ray
+
+    @ray.remote(num_cpus=1)
+    class Worker:
+        """One worker on some host."""
+
+        def now_ns(self) -> int:
+            return time.perf_counter_ns()
+
+        def node(self) -> str:
+            return str(ray.get_runtime_context().get_node_id())
+
+        def run(self, part: _Part, worker: int, workers: int, offset_ns: int, control: Any,
+                barrier: Any) -> tuple[list[tuple[int, int, int]], str | None, dict[str, bytes]]:
+            from harness import Endpoint, HttpClient, Limits, Timeouts
+            from passport.run._endpoint import auth_headers
+
+            spec = part.spec
+            t, lim = spec.timeouts, spec.limits
+            client = HttpClient(Endpoint.parse(part.base_url), Timeouts(t.connect_s, t.first_byte_s, t.stall_s,
+                                                                        t.total_s),
+                                max_idle=spec.load.concurrency or 64, extra_headers=auth_headers(spec),
+                                ca_file=spec.endpoint.ca_file,
+                                limits=Limits(lim.bytes_per_response, lim.bytes_per_event, lim.events_per_response,
+                                              lim.header_bytes))
+            local = _Part(spec, part.base_url, part.schedule, part.pool, part.entries, part.tokenizer,
+                          part.t0_ns + offset_ns)  # the run's clock, on this host
+            self.folder = Path(tempfile.mkdtemp(prefix=f"passport-w{worker}-"))
+
+            async def start(rep: int) -> None:
+                await barrier.wait.remote(rep)
+
+            async def stopped() -> bool:
+                return bool(await control.stopped.remote())
+
+            phase = worker_phase(local, client, WorkerShare(worker, workers, start), self.folder, stopped, None)
+            try:
+                import uvloop
+                results, reason = uvloop.run(phase)
+            except ImportError:
+                results, reason = asyncio.run(phase)
+            if reason is not None:
+                control.stop.remote()
+            return [(r.repetition, r.sent, r.pool_cycles) for r in results], reason, _shard_bytes(self.folder)
+
+    @ray.remote(num_cpus=0)
+    class Control:
+        def __init__(self) -> None:
+            self._stopped = False
+
+        def stop(self) -> None:
+            self._stopped = True
+
+        def stopped(self) -> bool:
+            return self._stopped
+
+    @ray.remote(num_cpus=0)
+    class Barrier:
+        def __init__(self, parties: int) -> None:
+            self._parties = parties
+            self._arrived: dict[int, int] = {}
+            self._events: dict[int, asyncio.Event] = {}
+
+        async def wait(self, rep: int) -> None:
+            event = self._events.setdefault(rep, asyncio.Event())
+            self._arrived[rep] = self._arrived.get(rep, 0) + 1
+            if self._arrived[rep] >= self._parties:
+                event.set()
+            await event.wait()
+
+    return Worker, Control, Barrier
+
+
+def _shard_bytes(folder: Path) -> dict[str, bytes]:
+    """A worker's shard as Parquet bytes by table name (parts joined first)."""
+    join_leftover_parts(folder)
+    return {name: (folder / f"{name}.parquet").read_bytes() for name in _TABLE_NAMES
+            if (folder / f"{name}.parquet").is_file()}
+
+
+def _clock(actor: Any) -> tuple[int, int]:
+    """(offset of the actor's clock from ours, its uncertainty), from the fastest round trip."""
+    import ray
+
+    best: tuple[int, int] | None = None
+    for _ in range(_PROBES):
+        sent = time.perf_counter_ns()
+        remote = ray.get(actor.now_ns.remote())
+        back = time.perf_counter_ns()
+        sample = (remote - (sent + back) // 2, (back - sent) // 2)
+        if best is None or sample[1] < best[1]:
+            best = sample
+    assert best is not None
+    return best
+
+
+def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[RepetitionResult], str | None,
+                                                                     dict[str, Any]]:
+    """Start the actors, measure their clocks, run, collect and merge their shards; returns the
+    repetitions, the stop reason and the clock record for the protocol."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    Worker, Control, Barrier = _actor_classes()
+    control, barrier = Control.remote(), Barrier.remote(workers)
+    actors = [Worker.options(scheduling_strategy="SPREAD").remote() for _ in range(workers)]
+    nodes = ray.get([a.node.remote() for a in actors])
+    before = [_clock(a) for a in actors]
+    part = ray.put(_Part(inputs.spec, base_url, inputs.schedule, inputs.pool, inputs.entries, inputs.tokenizer,
+                         inputs.t0_ns))
+    started_ns = time.perf_counter_ns()
+    running = {actors[k].run.remote(part, k, workers, before[k][0], control, barrier): k for k in range(workers)}
+    reasons: list[str] = []
+    reports: dict[int, tuple[list[tuple[int, int, int]], str | None]] = {}
+    shards: dict[int, dict[str, bytes]] = {}
+    pending = list(running)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1, timeout=0.2)
+            for ref in done:
+                k = running[ref]
+                try:
+                    results, reason, shard = ray.get(ref)
+                    reports[k], shards[k] = (results, reason), shard
+                except Exception as exc:  # the actor (or its host) died
+                    reasons.insert(0, f"worker {k} on node {nodes[k][:12]} died "
+                                      f"{(time.perf_counter_ns() - started_ns) / 1e9:.1f} s into the timed phase "
+                                      f"({type(exc).__name__}); every worker's records so far are kept")
+                    control.stop.remote()
+                    with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
+                        salvage = ray.remote(num_cpus=0)(_salvage).options(
+                            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k], soft=False))
+                        shards[k] = ray.get(salvage.remote(k), timeout=30)
+    except KeyboardInterrupt:
+        reasons.insert(0, "interrupted by SIGINT")
+        ray.get(control.stop.remote())
+        for ref in pending:
+            k = running[ref]
+            with contextlib.suppress(Exception):
+                results, reason, shard = ray.get(ref, timeout=60)
+                reports[k], shards[k] = (results, reason), shard
+    after = [_clock(a) if k in reports else (before[k][0], -1) for k, a in enumerate(actors)]
+    folder = Path(inputs.folder) / WORKERS_DIR
+    for k, shard in shards.items():
+        (folder / f"w{k}").mkdir(parents=True, exist_ok=True)
+        for name, data in shard.items():
+            (folder / f"w{k}" / f"{name}.parquet").write_bytes(data)
+    merge_shards(Path(inputs.folder), workers)
+    for actor in actors:
+        ray.kill(actor)
+    reasons += [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
+    by_rep: dict[int, RepetitionResult] = {}
+    for results, _ in reports.values():
+        for rep, sent, cycles in results:
+            total = by_rep.setdefault(rep, RepetitionResult(rep))
+            total.sent += sent
+            total.pool_cycles = max(total.pool_cycles, cycles)
+    clocks = []
+    for k in range(workers):
+        (offset, uncertainty), (offset_after, uncertainty_after) = before[k], after[k]
+        drift = abs(offset_after - offset) if uncertainty_after >= 0 else None
+        bound = max(uncertainty, uncertainty_after) + (drift or 0)
+        clocks.append({"worker": k, "node": nodes[k], "offset_ns": offset, "uncertainty_ns": uncertainty,
+                       "offset_after_ns": offset_after if uncertainty_after >= 0 else None,
+                       "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None,
+                       "bounded": drift is not None and bound <= CLOCK_BOUND_NS})
+    return [by_rep[r] for r in sorted(by_rep)], reasons[0] if reasons else None, {"clocks": clocks}
+
+
+def _salvage(worker: int) -> dict[str, bytes]:
+    """On a dead worker's host: the shard it left in its temporary folder."""
+    folders = sorted(Path(tempfile.gettempdir()).glob(f"passport-w{worker}-*"), key=os.path.getmtime)
+    return _shard_bytes(folders[-1]) if folders else {}

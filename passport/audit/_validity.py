@@ -132,11 +132,16 @@ def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Valid
     if cpu_max is None or loop_lag is None:
         return out + [_note("client_not_bound", "SKIP", "no client samples")]
     bound = cpu_max > lim["max_client_cpu_share"] or loop_lag > lim["max_loop_lag_p99_ms"]
+    workers = client.get("workers") or []
+    busy = [w["worker"] for w in workers if (w["cpu_share_max"] or 0) > lim["max_client_cpu_share"]
+            or (w["loop_lag_p99_ms"] or 0) > lim["max_loop_lag_p99_ms"]]
     return out + [_rule(
         "client_not_bound", not bound, f"cpu {cpu_max:.2f}, loop lag p99 {loop_lag:.2f} ms",
         f"cpu <= {lim['max_client_cpu_share']}, loop lag p99 <= {lim['max_loop_lag_p99_ms']} ms",
-        "the client's own CPU and event-loop lag stayed within bounds" if not bound
-        else "the client was busy enough to distort timings",
+        ("the client's own CPU and event-loop lag stayed within bounds" if not bound
+         else "the client was busy enough to distort timings")
+        + (f" (each of {len(workers)} worker processes judged on its own samples"
+           + (f"; over the bounds: worker {', '.join(map(str, busy))}" if busy else "") + ")" if workers else ""),
         "run the harness on a quieter machine, lower the load, or shard streams across processes")]
 
 

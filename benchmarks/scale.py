@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
@@ -33,7 +32,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import free_port  # noqa: E402
+from harness.simulator import spawn  # noqa: E402
 
 _SENT = re.compile(rb'"sent_ns":\s*(\d+)')
 
@@ -73,19 +72,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--lag-ms", type=float, default=1.0, help="the added-lag p99 a level must stay within")
     args = parser.parse_args()
-    port = free_port()
-    last_cpu = max(os.sched_getaffinity(0))
-    server = subprocess.Popen(["taskset", "-c", str(last_cpu), sys.executable, "-m", "harness.simulator", "--port",
-                               str(port), "--ttft-ms", "10", "--itl-ms", "10"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    url = f"http://127.0.0.1:{port}/v1"
+    server, url = spawn("--ttft-ms", "10", "--itl-ms", "10", cpu=max(os.sched_getaffinity(0)))
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
         held: dict[int, float] = {1: 0.0, 2: 0.0}
         dispatch: dict[int, float] = {}
         with tempfile.TemporaryDirectory() as tmp:

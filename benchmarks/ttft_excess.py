@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness import free_port  # noqa: E402
+from harness.simulator import spawn  # noqa: E402
 
 _now = time.perf_counter_ns
 BODY = b'{"model":"sim-model","prompt":"one two three four five six seven eight","max_tokens":16,"stream":true}'
@@ -102,18 +102,9 @@ def main() -> None:
     parser.add_argument("--ttft-ms", type=float, default=20.0)
     args = parser.parse_args()
     os.sched_setaffinity(0, {0})
-    port = free_port()
-    server = subprocess.Popen(["taskset", "-c", "1", sys.executable, "-m", "harness.simulator", "--port", str(port),
-                               "--ttft-ms", str(args.ttft_ms), "--itl-ms", "2"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    server, url = spawn("--ttft-ms", str(args.ttft_ms), "--itl-ms", "2", cpu=1)
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.1)
-        url = f"http://127.0.0.1:{port}/v1"
         print(f"scripted TTFT {args.ttft_ms:g} ms; {args.requests} requests per client per round, {args.rounds} "
               "rounds, clients alternating")
         print(f"{'streams':>7}  {'blocking p50':>12} {'p90':>7}  {'passport p50':>12} {'p90':>7}  {'excess p50':>10}")

@@ -12,5 +12,6 @@ Run it with `python -m harness.simulator --port 8001 --ttft-ms 50 --itl-ms 10`.
 """
 
 from harness.simulator._server import FaultKind, SimConfig, serve, start_in_thread
+from harness.simulator._spawn import spawn
 
-__all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
+__all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread", "spawn"]

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 from harness import EndpointError, RepetitionResult, WorkerShare
 from passport._errors import SpecError
 from passport.run._recover import join_leftover_parts
-from passport.run._workers import WORKERS_DIR, merge_shards, worker_phase
+from passport.run._workers import WORKERS_DIR, Report, combine_reports, merge_shards, worker_phase
 
 __all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
 
@@ -220,7 +220,7 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
     started_ns = time.perf_counter_ns()
     running = {actors[k].run.remote(part, k, workers, before[k][0], control, barrier): k for k in range(workers)}
     reasons: list[str] = []
-    reports: dict[int, tuple[list[tuple[int, int, int]], str | None]] = {}
+    reports: dict[int, Report] = {}
     shards: dict[int, dict[str, bytes]] = {}
     pending = list(running)
     try:
@@ -257,13 +257,7 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
     merge_shards(Path(inputs.folder), workers)
     for actor in actors:
         ray.kill(actor)
-    reasons += [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
-    by_rep: dict[int, RepetitionResult] = {}
-    for results, _ in reports.values():
-        for rep, sent, cycles in results:
-            total = by_rep.setdefault(rep, RepetitionResult(rep))
-            total.sent += sent
-            total.pool_cycles = max(total.pool_cycles, cycles)
+    repetitions, reason = combine_reports(reports, reasons)
     clocks = []
     for k in range(workers):
         (offset, uncertainty), (offset_after, uncertainty_after) = before[k], after[k]
@@ -273,7 +267,7 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
                        "offset_after_ns": offset_after if uncertainty_after >= 0 else None,
                        "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None,
                        "bounded": drift is not None and bound <= CLOCK_BOUND_NS})
-    return [by_rep[r] for r in sorted(by_rep)], reasons[0] if reasons else None, {"clocks": clocks}
+    return repetitions, reason, {"clocks": clocks}
 
 
 def _salvage(worker: int) -> dict[str, bytes]:

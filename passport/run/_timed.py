@@ -178,6 +178,37 @@ def _write_failure(name: str, error: Exception) -> str:
     return f"writing {name} failed ({error}); every part written before is kept in {name}.parts/"
 
 
+def raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple[TableWriter, TableWriter,
+                                                                                 TableWriter]:
+    """The requests, chunks and telemetry writers of a run folder (or a worker's shard)."""
+    try:
+        return (TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256, on_error=failed),
+                TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed),
+                TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0, on_error=failed))
+    except OSError as exc:
+        raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc}); nothing was timed: free space "
+                                "or pass --out elsewhere") from None
+
+
+async def wind_down(canaries_done: asyncio.Event, under_load: asyncio.Task[None] | None,
+                    background: list[asyncio.Task[None]], watch: _EngineWatch | None,
+                    installed: list[signal.Signals]) -> None:
+    """End what ran beside the sending: canaries under load (a case in flight may finish, within
+    30 s), the background tasks, the engine watch's last look, the signal handlers."""
+    canaries_done.set()
+    if under_load is not None:
+        with contextlib.suppress(TimeoutError, asyncio.CancelledError):
+            await asyncio.wait_for(under_load, timeout=30)
+    for task in background:
+        task.cancel()
+    await asyncio.gather(*background, return_exceptions=True)
+    if watch is not None:
+        watch.finish()
+    loop = asyncio.get_running_loop()
+    for sig in installed:
+        loop.remove_signal_handler(sig)
+
+
 async def _send(inputs: TimedInputs, runner: Runner) -> list[RepetitionResult]:
     client = inputs.client
     await client.start()
@@ -189,22 +220,44 @@ async def _send(inputs: TimedInputs, runner: Runner) -> list[RepetitionResult]:
     return await runner.run()
 
 
+@dataclass
+class Stopping:
+    """How a timed phase (or a worker's part of one) stops: the event every task watches, the
+    reasons in the order they came, the signals handled, the writers whose failure was reported."""
+
+    stop: asyncio.Event
+    reasons: list[str]
+    installed: list[signal.Signals]
+    reported: set[str] = field(default_factory=set)
+
+    def writers(self, folder: Path) -> tuple[TableWriter, TableWriter, TableWriter]:
+        """The raw writers of `folder`, a failure of any ending the phase."""
+        return raw_writers(folder, _on_write_error(self.stop, self.reasons, self.reported))
+
+    def close(self, writers: tuple[TableWriter, ...]) -> None:
+        """Close the writers; a join that fails is a reason too (the parts stay)."""
+        for writer in writers:
+            if writer.close() is None and writer.error is not None and writer.name not in self.reported:
+                self.reasons.append(_write_failure(writer.name, writer.error))
+
+    @property
+    def reason(self) -> str | None:
+        return self.reasons[0] if self.reasons else None
+
+
+def stopping() -> Stopping:
+    """A fresh Stopping on the running loop, SIGINT and SIGTERM handled."""
+    stop = asyncio.Event()
+    reasons: list[str] = []
+    return Stopping(stop, reasons, _on_signals(stop, reasons))
+
+
 async def _timed(inputs: TimedInputs) -> TimedOutcome:
     spec, folder, t0_ns = inputs.spec, inputs.folder, inputs.t0_ns
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    reasons: list[str] = []
-    installed = _on_signals(stop, reasons)
-    reported: set[str] = set()
-    failed = _on_write_error(stop, reasons, reported)
-    try:
-        requests_w = TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256, on_error=failed)
-        chunks_w = TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed)
-        telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0,
-                                  on_error=failed)
-    except OSError as exc:
-        raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc}); nothing was timed: free space "
-                                "or pass --out elsewhere") from None
+    halt = stopping()
+    stop, reasons = halt.stop, halt.reasons
+    writers = requests_w, chunks_w, telemetry_w = halt.writers(folder)
     count = inputs.tokenizer.tokenizer.encode if inputs.tokenizer.exact else None
     runner = Runner(inputs.client, spec.endpoint.api, spec.load, inputs.schedule, inputs.pool, requests_w, chunks_w,
                     t0_ns, stop, record_text=spec.record_text,
@@ -228,22 +281,10 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
         if runner.abort_reason:
             reasons.append(runner.abort_reason)
     finally:
-        canaries_done.set()
-        if under_load is not None:  # let a case in flight finish, within reason
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(under_load, timeout=30)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        if watch is not None:
-            watch.finish()
+        await wind_down(canaries_done, under_load, background, watch, halt.installed)
         await inputs.client.aclose()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
-        for writer in (requests_w, chunks_w, telemetry_w):
-            if writer.close() is None and writer.error is not None and writer.name not in reported:
-                reasons.append(_write_failure(writer.name, writer.error))  # joining the parts failed
-    return TimedOutcome(results, reasons[0] if reasons else None)
+        halt.close(writers)
+    return TimedOutcome(results, halt.reason)
 
 
 def run_timed_phase(inputs: TimedInputs) -> TimedOutcome:

@@ -59,7 +59,8 @@ from harness import (
 from passport._errors import OutputFolderError
 from passport.run._recover import join_leftover_parts
 
-__all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers", "WORKERS_DIR"]
+__all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers", "combine_reports", "Report",
+           "WORKERS_DIR"]
 
 WORKERS_DIR = "workers"
 _TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
@@ -93,17 +94,14 @@ async def worker_phase(inputs: Any, client: Any, share: WorkerShare, folder: Pat
     """One worker's part of the timed phase, on this process's event loop: `inputs` has the
     spec, schedule, pool, entries, t0_ns and tokenizer of the run; `stopped` says whether the
     coordinator asked every worker to stop. Writes its shard into `folder`."""
-    from passport.run._timed import _on_signals, _on_write_error, _quiet_interpreter, _write_failure
+    from passport.run._timed import _quiet_interpreter, stopping
 
     spec = inputs.spec
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    reasons: list[str] = []
-    installed = _on_signals(stop, reasons)
-    reported: set[str] = set()
-    failed = _on_write_error(stop, reasons, reported)
-    writers = {name: TableWriter(folder, name, schema, flush_rows=rows, flush_s=flush_s, on_error=failed)
-               for (name, schema), rows, flush_s in zip(_TABLES, (256, 8192, 1024), (2.0, 2.0, 5.0))}
+    halt = stopping()
+    stop = halt.stop
+    shard = halt.writers(folder)
+    writers = {w.name: w for w in shard}
 
     async def follow_stop() -> None:
         while not stop.is_set():
@@ -124,18 +122,16 @@ async def worker_phase(inputs: Any, client: Any, share: WorkerShare, folder: Pat
             await client.preconnect(min(share.part(spec.load.concurrency or 64), 64))
             results = await runner.run()
         if runner.abort_reason:
-            reasons.append(runner.abort_reason)
+            halt.reasons.append(runner.abort_reason)
     finally:
         for task in background:
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await client.aclose()
-        for sig in installed:
+        for sig in halt.installed:
             loop.remove_signal_handler(sig)
-        for writer in writers.values():
-            if writer.close() is None and writer.error is not None and writer.name not in reported:
-                reasons.append(_write_failure(writer.name, writer.error))
-    return results, reasons[0] if reasons else None
+        halt.close(shard)
+    return results, halt.reason
 
 
 def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> None:
@@ -205,7 +201,7 @@ async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, starte
         list[RepetitionResult], str | None]:
     """This process during the phase: engine watch, telemetry, canaries under load, progress,
     and the workers' exits."""
-    from passport.run._timed import _EngineWatch, _on_signals
+    from passport.run._timed import _EngineWatch, _on_signals, wind_down
 
     spec, folder, t0_ns = inputs.spec, inputs.folder, inputs.t0_ns
     loop = asyncio.get_running_loop()
@@ -227,7 +223,7 @@ async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, starte
     sink = inputs.under_load if inputs.under_load is not None else inputs.progress
     canaries_done = asyncio.Event()
     under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
-    reports: dict[int, tuple[list[tuple[int, int, int]], str | None]] = {}
+    reports: dict[int, Report] = {}
     try:
         while any(p.exitcode is None for p in processes) or not shared.reports.empty():
             while not shared.reports.empty():
@@ -253,23 +249,22 @@ async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, starte
             if p.exitcode is None:
                 p.kill()
                 p.join()
-        canaries_done.set()
-        if under_load is not None:
-            with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(under_load, timeout=30)
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
-        if watch is not None:
-            watch.finish()
-        for sig in installed:
-            loop.remove_signal_handler(sig)
+        await wind_down(canaries_done, under_load, background, watch, installed)
         telemetry_w.close()
     for k, p in enumerate(processes):
         if k not in reports and not any(r.startswith(f"worker {k} ") for r in reasons):
             reasons.append(f"worker {k} (pid {p.pid}) ended without reporting (exit code {p.exitcode}); every "
                            "worker's records so far are kept")
-    reasons += [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
+    return combine_reports(reports, reasons)
+
+
+Report = tuple[list[tuple[int, int, int]], str | None]  # a worker's (repetition, sent, pool cycles), stop reason
+
+
+def combine_reports(reports: dict[int, Report], reasons: list[str]) -> tuple[list[RepetitionResult], str | None]:
+    """The workers' repetitions summed (sent) and maxed (pool cycles), and the first stop reason:
+    the coordinator's `reasons` first, then each worker's own."""
+    reasons = reasons + [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
     by_rep: dict[int, RepetitionResult] = {}
     for results, _ in reports.values():
         for rep, sent, cycles in results:
@@ -312,25 +307,13 @@ _CLOSED_LOOP_CHUNKS_PER_S = 100.0
 def _calibrate(streams: int = 32, tokens: int = 400) -> dict[str, float]:
     """CPU microseconds per streamed chunk of this process's receive path, measured against the
     simulated engine sending back to back (about a second)."""
-    import socket
-    import subprocess
-    import sys
+    from harness import Endpoint, HttpClient, Timeouts
+    from harness.simulator import spawn
 
-    from harness import Endpoint, HttpClient, Timeouts, free_port
-
-    port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", "0",
-                               "--itl-ms", "0"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server, url = spawn("--ttft-ms", "0", "--itl-ms", "0")
     try:
-        for _ in range(100):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
-
         async def measure() -> tuple[float, int]:
-            client = HttpClient(Endpoint.parse(f"http://127.0.0.1:{port}/v1"), Timeouts(), max_idle=streams)
+            client = HttpClient(Endpoint.parse(url), Timeouts(), max_idle=streams)
             body = (b'{"model":"sim-model","prompt":"calibration","max_tokens":%d,"stream":true,'
                     b'"ignore_eos":true}' % tokens)
             request = client.request_bytes("/completions", body)

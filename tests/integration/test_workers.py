@@ -119,3 +119,22 @@ def test_auto_picks_the_workers_from_a_calibration_and_records_it(
     assert chosen["cpu_us_per_chunk"] > 0 and chosen["chunks"] > 1000
     # 40 req/s x the spec's output tokens is far below what one worker holds
     assert chosen["offered_chunks_per_s"] < chosen["chunks_per_s_per_worker"] and chosen["count"] == 1
+
+
+def test_a_session_stays_on_the_worker_that_started_it(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    spec = _spec(url, {"pattern": "poisson", "rate_per_s": 20, "workers": 2, "measure": {"requests": 8}},
+                 validity=LENIENT_CLIENT)
+    spec["workload"] = {"sessions": {"turns": 3, "think_time_s": 0.05}, "input_tokens": {"dist": "fixed", "value": 6},
+                        "output_tokens": {"dist": "fixed", "value": 4}}
+    result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert len(requests) == 24 and (requests.outcome == "ok").all()
+    by_session = requests.groupby("session").worker.nunique()
+    assert len(by_session) == 8 and (by_session == 1).all()  # every turn where its first went
+    assert set(requests.worker) == {0, 1}
+    assert json.loads((run / "passport.json").read_text())["results"]["sessions"]["completed"] == 8

@@ -67,12 +67,16 @@ def test_a_closed_loop_splits_its_users_between_workers(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
     url = simulator("--ttft-ms", "5", "--itl-ms", "2")
-    passport, run = _run(write_spec, url, {"pattern": "closed", "concurrency": 4, "workers": 2,
+    passport, run = _run(write_spec, url, {"pattern": "closed", "concurrency": 4, "workers": 2, "repetitions": 2,
                                            "warmup": {"requests": 4, "barrier": True}, "measure": {"requests": 40}},
                          tmp_path / "out", "closed")
     requests = pq.read_table(run / "requests.parquet").to_pandas()
-    assert (requests.phase == "measure").sum() == 40 and passport["validity"]["counts"]["succeeded"] == 40
+    assert (requests.phase == "measure").sum() == 80 and passport["validity"]["counts"]["succeeded"] == 80
     assert {w: set(g.user) for w, g in requests.groupby("worker")} == {0: {0, 2}, 1: {1, 3}}
+    # the second repetition starts when both workers have finished the first
+    first, second = (requests[requests.repetition == r] for r in (0, 1))
+    assert second.sent_ns.min() >= first.end_ns.max()
+    assert [w["repetition"] for w in passport["results"]["windows"]] == [0, 1]
     assert run_cli("verify", str(run)).returncode == 0
 
 

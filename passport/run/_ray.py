@@ -17,8 +17,9 @@ window's rates, telemetry alignment) carries the uncertainty, which `protocol.wo
 records; an offset that moved or is uncertain by more than 1 ms is flagged `bounded: false`, and
 the validity rule `clock_offsets` warns.
 
-Every repetition starts when every actor is ready (a barrier actor); a stop (Ctrl-C, the engine
-died) reaches the actors through a control actor they poll. An actor that dies ends the run
+Every repetition starts when every actor is ready (a barrier actor). This process coordinates as
+for local workers (engine watch, server telemetry, canaries under load); a stop here (Ctrl-C, the
+engine died) reaches the actors through a control actor they poll. An actor that dies ends the run
 INCOMPLETE; what its host had written is fetched by a task pinned to that host. Shards come back
 as Parquet bytes and are merged like local workers' shards.
 """
@@ -40,7 +41,7 @@ from urllib.parse import urlsplit
 from harness import EndpointError, RepetitionResult, WorkerShare
 from passport._errors import SpecError
 from passport.run._recover import join_leftover_parts
-from passport.run._workers import WORKERS_DIR, Report, combine_reports, merge_shards, worker_phase
+from passport.run._workers import WORKERS_DIR, Report, coordinate, merge_shards, worker_phase
 
 __all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
 
@@ -203,12 +204,67 @@ def _clock(actor: Any) -> tuple[int, int]:
     return best
 
 
+class _Actors:
+    """The Ray workers as the coordinator sees them (passport.run._workers.Fleet)."""
+
+    def __init__(self, running: dict[Any, int], nodes: list[str], control: Any) -> None:
+        self.running, self.nodes, self.control = running, nodes, control
+        self.pending = list(running)
+        self.reports: dict[int, Report] = {}
+        self.shards: dict[int, dict[str, bytes]] = {}
+        self.dead: set[int] = set()
+
+    def _collect(self, done: list[Any], reasons: list[str], elapsed_s: float) -> None:
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        for ref in done:
+            k = self.running[ref]
+            try:
+                results, reason, shard = ray.get(ref)
+                self.reports[k], self.shards[k] = (results, reason), shard
+            except Exception as exc:  # the actor (or its host) died
+                self.dead.add(k)
+                reasons.insert(0, f"worker {k} on node {self.nodes[k][:12]} died {elapsed_s:.1f} s into the timed "
+                                  f"phase ({type(exc).__name__}); every worker's records so far are kept")
+                self.stop()
+                with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
+                    salvage = ray.remote(num_cpus=0)(_salvage).options(
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(self.nodes[k], soft=False))
+                    self.shards[k] = ray.get(salvage.remote(k), timeout=30)
+
+    def poll(self, reasons: list[str], elapsed_s: float) -> bool:
+        import ray
+
+        if self.pending:
+            done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
+            self._collect(done, reasons, elapsed_s)
+        return bool(self.pending)
+
+    def stop(self) -> None:
+        self.control.stop.remote()
+
+    def counts(self) -> tuple[int, int, int] | None:
+        return None  # an actor busy sending answers no call; the line shows elapsed time only
+
+    def finish(self, reasons: list[str]) -> None:
+        import ray
+
+        if self.pending:  # stopped: what is in flight is recorded as interrupted, then they report
+            done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=60)
+            self._collect(done, reasons, 0.0)
+        for k in range(len(self.nodes)):
+            if k not in self.reports and k not in self.dead:
+                reasons.append(f"worker {k} on node {self.nodes[k][:12]} ended without reporting; every worker's "
+                               "records so far are kept")
+
+
 def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[RepetitionResult], str | None,
                                                                      dict[str, Any]]:
-    """Start the actors, measure their clocks, run, collect and merge their shards; returns the
+    """Start the actors, measure their clocks, run them under the coordinator (engine watch,
+    telemetry, canaries under load, as a local run), collect and merge their shards; returns the
     repetitions, the stop reason and the clock record for the protocol."""
     import ray
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     Worker, Control, Barrier = _actor_classes()
     control, barrier = Control.remote(), Barrier.remote(workers)
@@ -217,47 +273,22 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
     before = [_clock(a) for a in actors]
     part = ray.put(_Part(inputs.spec, base_url, inputs.schedule, inputs.pool, inputs.entries, inputs.tokenizer,
                          inputs.t0_ns))
-    started_ns = time.perf_counter_ns()
     running = {actors[k].run.remote(part, k, workers, before[k][0], control, barrier): k for k in range(workers)}
-    reasons: list[str] = []
-    reports: dict[int, Report] = {}
-    shards: dict[int, dict[str, bytes]] = {}
-    pending = list(running)
+    fleet = _Actors(running, nodes, control)
     try:
-        while pending:
-            done, pending = ray.wait(pending, num_returns=1, timeout=0.2)
-            for ref in done:
-                k = running[ref]
-                try:
-                    results, reason, shard = ray.get(ref)
-                    reports[k], shards[k] = (results, reason), shard
-                except Exception as exc:  # the actor (or its host) died
-                    reasons.insert(0, f"worker {k} on node {nodes[k][:12]} died "
-                                      f"{(time.perf_counter_ns() - started_ns) / 1e9:.1f} s into the timed phase "
-                                      f"({type(exc).__name__}); every worker's records so far are kept")
-                    control.stop.remote()
-                    with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
-                        salvage = ray.remote(num_cpus=0)(_salvage).options(
-                            scheduling_strategy=NodeAffinitySchedulingStrategy(nodes[k], soft=False))
-                        shards[k] = ray.get(salvage.remote(k), timeout=30)
-    except KeyboardInterrupt:
-        reasons.insert(0, "interrupted by SIGINT")
-        ray.get(control.stop.remote())
-        for ref in pending:
-            k = running[ref]
-            with contextlib.suppress(Exception):
-                results, reason, shard = ray.get(ref, timeout=60)
-                reports[k], shards[k] = (results, reason), shard
-    after = [_clock(a) if k in reports else (before[k][0], -1) for k, a in enumerate(actors)]
+        import uvloop
+        repetitions, reason = uvloop.run(coordinate(inputs, fleet))
+    except ImportError:
+        repetitions, reason = asyncio.run(coordinate(inputs, fleet))
+    after = [_clock(a) if k in fleet.reports else (before[k][0], -1) for k, a in enumerate(actors)]
     folder = Path(inputs.folder) / WORKERS_DIR
-    for k, shard in shards.items():
+    for k, shard in fleet.shards.items():
         (folder / f"w{k}").mkdir(parents=True, exist_ok=True)
         for name, data in shard.items():
             (folder / f"w{k}" / f"{name}.parquet").write_bytes(data)
     merge_shards(Path(inputs.folder), workers)
     for actor in actors:
         ray.kill(actor)
-    repetitions, reason = combine_reports(reports, reasons)
     clocks = []
     for k in range(workers):
         (offset, uncertainty), (offset_after, uncertainty_after) = before[k], after[k]

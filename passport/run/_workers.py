@@ -37,7 +37,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from multiprocessing.sharedctypes import SynchronizedArray
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -59,8 +59,8 @@ from harness import (
 from passport._errors import OutputFolderError
 from passport.run._recover import join_leftover_parts
 
-__all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers", "combine_reports", "Report",
-           "WORKERS_DIR"]
+__all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers", "combine_reports", "coordinate",
+           "Fleet", "Report", "WORKERS_DIR"]
 
 WORKERS_DIR = "workers"
 _TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
@@ -141,6 +141,7 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> Non
     try:
         folder = Path(inputs.folder) / WORKERS_DIR / f"w{worker}"
         folder.mkdir(parents=True, exist_ok=True)
+
         async def start(rep: int) -> None:
             try:
                 await asyncio.to_thread(shared.barrier.wait)
@@ -173,7 +174,18 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> Non
 
 def merge_shards(folder: Path, workers: int) -> None:
     """Join every shard's tables into the run folder's (rows tagged with their worker) and remove
-    the shards. The coordinator's own telemetry, already in the run folder, is kept first."""
+    the shards. The coordinator's own telemetry, already in the run folder, is kept first. A
+    failed write (a full disk) is an OutputFolderError; the shards stay."""
+    try:
+        _merge(folder, workers)
+    except OSError as exc:
+        raise OutputFolderError(f"merging the workers' records into {folder} failed ({exc}); each worker's records "
+                                f"are kept in {folder / WORKERS_DIR}/w<k>/ (requests, chunks, telemetry .parquet)") \
+            from None
+    shutil.rmtree(folder / WORKERS_DIR, ignore_errors=True)
+
+
+def _merge(folder: Path, workers: int) -> None:
     shards = folder / WORKERS_DIR
     for name, schema in _TABLES:
         tables = []
@@ -194,25 +206,80 @@ def merge_shards(folder: Path, workers: int) -> None:
         if name == "requests" and merged.num_rows:
             merged = merged.take(pc.sort_indices(merged, [("sent_ns", "ascending"), ("request_id", "ascending")]))
         pq.write_table(merged, folder / f"{name}.parquet", compression="zstd")
-    shutil.rmtree(shards, ignore_errors=True)
 
 
-async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, started_ns: int) -> tuple[
-        list[RepetitionResult], str | None]:
-    """This process during the phase: engine watch, telemetry, canaries under load, progress,
-    and the workers' exits."""
-    from passport.run._timed import _EngineWatch, _on_signals, wind_down
+class Fleet(Protocol):
+    """The workers as the coordinator sees them, however they run (forked here, Ray actors)."""
+
+    reports: dict[int, Report]
+
+    def poll(self, reasons: list[str], elapsed_s: float) -> bool:
+        """Collect what finished (a worker that died: a reason, first in line, and every worker
+        stopped); False once every worker is done."""
+
+    def stop(self) -> None:
+        """Ask every worker to stop (they record what is in flight as interrupted)."""
+
+    def counts(self) -> tuple[int, int, int] | None:
+        """Requests done, in flight and failed over all workers, if the workers say."""
+
+    def finish(self, reasons: list[str]) -> None:
+        """Wait for every worker to end (within reason); a reason for any that never reported."""
+
+
+class _Forked:
+    """Workers forked on this host (see the module docstring)."""
+
+    def __init__(self, processes: list[Any], shared: _Shared) -> None:
+        self.processes, self.shared = processes, shared
+        self.reports: dict[int, Report] = {}
+
+    def poll(self, reasons: list[str], elapsed_s: float) -> bool:
+        shared = self.shared
+        while not shared.reports.empty():
+            worker, results, reason = shared.reports.get()
+            self.reports[worker] = (results, reason)
+        for k, p in enumerate(self.processes):
+            if p.exitcode is not None and p.exitcode != 0 and k not in self.reports and not shared.stop.is_set():
+                reasons.insert(0, f"worker {k} (pid {p.pid}) died with exit code {p.exitcode} {elapsed_s:.1f} s into "
+                                  "the timed phase; every worker's records so far are kept")
+                self.stop()
+        return any(p.exitcode is None for p in self.processes) or not shared.reports.empty()
+
+    def stop(self) -> None:
+        self.shared.stop.set()
+        self.shared.barrier.abort()
+
+    def counts(self) -> tuple[int, int, int] | None:
+        c = self.shared.counters[:]
+        return sum(c[0::3]), sum(c[1::3]), sum(c[2::3])
+
+    def finish(self, reasons: list[str]) -> None:
+        for p in self.processes:
+            p.join(timeout=30)
+            if p.exitcode is None:
+                p.kill()
+                p.join()
+        for k, p in enumerate(self.processes):
+            if k not in self.reports and not any(r.startswith(f"worker {k} ") for r in reasons):
+                reasons.append(f"worker {k} (pid {p.pid}) ended without reporting (exit code {p.exitcode}); every "
+                               "worker's records so far are kept")
+
+
+async def coordinate(inputs: Any, fleet: Fleet) -> tuple[list[RepetitionResult], str | None]:
+    """This process while the workers send: the engine watch, server telemetry, canaries under
+    load and the progress line, as in a one-process run; a stop here (a signal, the engine died)
+    stops every worker, a worker that dies stops the others."""
+    from passport.run._timed import _EngineWatch, stopping, wind_down
 
     spec, folder, t0_ns = inputs.spec, inputs.folder, inputs.t0_ns
     loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    reasons: list[str] = []
-    installed = _on_signals(stop, reasons)
+    halt = stopping()
     try:
         telemetry_w = TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0)
     except OSError as exc:
         raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc})") from None
-    watch = (_EngineWatch(inputs.launcher, telemetry_w, t0_ns, inputs.run_start_ns, stop, reasons)
+    watch = (_EngineWatch(inputs.launcher, telemetry_w, t0_ns, inputs.run_start_ns, halt.stop, halt.reasons)
              if inputs.launcher is not None else None)
     background: list[asyncio.Task[None]] = []
     if inputs.telemetry_sources:
@@ -223,39 +290,21 @@ async def _coordinate(inputs: Any, processes: list[Any], shared: _Shared, starte
     sink = inputs.under_load if inputs.under_load is not None else inputs.progress
     canaries_done = asyncio.Event()
     under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
-    reports: dict[int, Report] = {}
+    started_ns, stopped = time.perf_counter_ns(), False
     try:
-        while any(p.exitcode is None for p in processes) or not shared.reports.empty():
-            while not shared.reports.empty():
-                worker, results, reason = shared.reports.get()
-                reports[worker] = (results, reason)
-            for k, p in enumerate(processes):
-                if p.exitcode is not None and p.exitcode != 0 and k not in reports and not shared.stop.is_set():
-                    reasons.insert(0, f"worker {k} (pid {p.pid}) died with exit code {p.exitcode} "
-                                      f"{(time.perf_counter_ns() - started_ns) / 1e9:.1f} s into the timed phase; "
-                                      "every worker's records so far are kept")
-                    shared.stop.set()
-                    shared.barrier.abort()
-            if stop.is_set() and not shared.stop.is_set():
-                shared.stop.set()
-                shared.barrier.abort()
-            if sink is not None:
-                c = shared.counters[:]
-                sink.update(sum(c[0::3]), sum(c[1::3]), sum(c[2::3]), {})
+        while fleet.poll(halt.reasons, (time.perf_counter_ns() - started_ns) / 1e9):
+            if halt.stop.is_set() and not stopped:
+                fleet.stop()
+                stopped = True
+            counts = fleet.counts()
+            if sink is not None and counts is not None:
+                sink.update(*counts, {})
             await asyncio.sleep(0.05)
     finally:
-        for p in processes:
-            p.join(timeout=30)
-            if p.exitcode is None:
-                p.kill()
-                p.join()
-        await wind_down(canaries_done, under_load, background, watch, installed)
+        fleet.finish(halt.reasons)
+        await wind_down(canaries_done, under_load, background, watch, halt.installed)
         telemetry_w.close()
-    for k, p in enumerate(processes):
-        if k not in reports and not any(r.startswith(f"worker {k} ") for r in reasons):
-            reasons.append(f"worker {k} (pid {p.pid}) ended without reporting (exit code {p.exitcode}); every "
-                           "worker's records so far are kept")
-    return combine_reports(reports, reasons)
+    return combine_reports(fleet.reports, halt.reasons)
 
 
 Report = tuple[list[tuple[int, int, int]], str | None]  # a worker's (repetition, sent, pool cycles), stop reason
@@ -279,18 +328,18 @@ def run_with_workers(inputs: Any, workers: int) -> tuple[list[RepetitionResult],
     shared = _Shared(stop=_CONTEXT.Event(), barrier=_CONTEXT.Barrier(workers),
                      counters=_CONTEXT.Array("q", 3 * workers, lock=False), reports=_CONTEXT.Queue())
     (Path(inputs.folder) / WORKERS_DIR).mkdir(exist_ok=True)
-    started_ns = time.perf_counter_ns()
     processes = []
     for k in range(workers):
         process = _CONTEXT.Process(target=_worker_main, args=(inputs, k, workers, shared), name=f"passport-w{k}",
                                    daemon=True)
         process.start()
         processes.append(process)
+    fleet = _Forked(processes, shared)
     try:
         import uvloop
-        outcome = uvloop.run(_coordinate(inputs, processes, shared, started_ns))
+        outcome = uvloop.run(coordinate(inputs, fleet))
     except ImportError:
-        outcome = asyncio.run(_coordinate(inputs, processes, shared, started_ns))
+        outcome = asyncio.run(coordinate(inputs, fleet))
     merge_shards(Path(inputs.folder), workers)
     return outcome
 

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+import yaml
 
-from tests.conftest import LENIENT_CLIENT, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, REPO, only_run_dir, run_cli
 
 pytestmark = pytest.mark.e2e
 LAUNCH = ("llama-server -m {model_path} --host {host} --port {port} -c 2048 -np 2 -t 1 --seed 42 --metrics "
@@ -252,9 +253,14 @@ def test_structured_output_preset_gives_schema_valid_json_on_the_real_engine(
 
 
 def test_bundled_campaign_ranks_real_launches_and_holds_the_broken_template(tmp_path: Path) -> None:
-    # specs/llamacpp-campaign.yaml as a user runs it: four launches of the same GGUF
-    result = run_cli("campaign", "specs/llamacpp-campaign.yaml", "--out", str(tmp_path / "out"), "--quiet",
-                     timeout_s=600)
+    # specs/llamacpp-campaign.yaml as a user runs it (four launches of the same GGUF), but with the
+    # client bounds this suite declares everywhere: on a busy 2-core CI machine a single 100 ms CPU
+    # sample may cross 0.9 and make an arm INVALID for a reason this test is not about
+    campaign = yaml.safe_load((REPO / "specs" / "llamacpp-campaign.yaml").read_text())
+    campaign["run"]["validity"] = {**campaign["run"].get("validity", {}), **LENIENT_CLIENT}
+    spec = tmp_path / "campaign.yaml"
+    spec.write_text(yaml.safe_dump(campaign))
+    result = run_cli("campaign", str(spec), "--out", str(tmp_path / "out"), "--quiet", timeout_s=600)
     assert result.returncode == 0, result.stdout + result.stderr
     folder = only_run_dir(tmp_path / "out")
     record = json.loads((folder / "campaign.json").read_text())

@@ -3,7 +3,8 @@
 A run writes passport.draft.json (identity and protocol) before its timed phase, and its raw
 tables stream into `<name>.parts/` folders of Parquet parts as requests finish. After a SIGKILL,
 an out-of-memory kill or a power cut, those survive: `recover` joins the parts into the usual
-tables (every recorded row kept), derives everything else exactly as a finished run does, marks
+tables (every recorded row kept; a run sent by worker processes: their shards merged, as the run
+would have), derives everything else exactly as a finished run does, marks
 the passport INCOMPLETE with the reason, and writes the reports. `verify`, `gate` and `compare`
 then work on the folder like on any other.
 """
@@ -53,6 +54,12 @@ def recover(run_dir: Path) -> Passport:
                              "measured and there is nothing to recover")
     draft = PassportDraft.model_validate_json(draft_path.read_text())
     parts = join_leftover_parts(folder)
+    from passport.run._workers import WORKERS_DIR, merge_shards  # (it imports this module)
+
+    shards = sorted(int(p.name[1:]) for p in (folder / WORKERS_DIR).glob("w[0-9]*") if p.name[1:].isdigit())
+    if shards:  # a run sent by worker processes: their shards hold the requests
+        parts += len(shards)
+        merge_shards(folder, shards[-1] + 1)
     requests = load_table(folder, "requests")
     kept = 0 if requests is None else requests.num_rows
     recovered_utc = utc_now()

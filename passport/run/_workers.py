@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -134,10 +136,21 @@ async def worker_phase(inputs: Any, client: Any, share: WorkerShare, folder: Pat
     return results, halt.reason
 
 
-def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> None:
+def _follow_parent(parent_pid: int) -> None:
+    """Ask Linux to send this process SIGTERM when the coordinator dies (even by SIGKILL), so a
+    worker stops and closes its shard instead of sending on as an orphan."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent_pid:  # it died before the request took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared, parent_pid: int) -> None:
     """A forked worker: its part of the load on a fresh event loop, then its report; exits
     without running the parent's exit handlers (they belong to the coordinator)."""
     code = 0
+    _follow_parent(parent_pid)
     try:
         folder = Path(inputs.folder) / WORKERS_DIR / f"w{worker}"
         folder.mkdir(parents=True, exist_ok=True)
@@ -161,9 +174,10 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared) -> Non
         if reason is not None:
             shared.stop.set()  # the endpoint is gone, a file cannot be written, a signal: everyone stops
             shared.barrier.abort()
-        shared.reports.put((worker, [(r.repetition, r.sent, r.pool_cycles) for r in results], reason))
-        shared.reports.close()
-        shared.reports.join_thread()
+        if os.getppid() == parent_pid:  # an orphan has nobody to report to; its shard says it all
+            shared.reports.put((worker, [(r.repetition, r.sent, r.pool_cycles) for r in results], reason))
+            shared.reports.close()
+            shared.reports.join_thread()
     except BaseException:  # noqa: BLE001 - the coordinator sees the exit code and says which worker
         code = 3
         with contextlib.suppress(Exception):
@@ -330,8 +344,8 @@ def run_with_workers(inputs: Any, workers: int) -> tuple[list[RepetitionResult],
     (Path(inputs.folder) / WORKERS_DIR).mkdir(exist_ok=True)
     processes = []
     for k in range(workers):
-        process = _CONTEXT.Process(target=_worker_main, args=(inputs, k, workers, shared), name=f"passport-w{k}",
-                                   daemon=True)
+        process = _CONTEXT.Process(target=_worker_main, args=(inputs, k, workers, shared, os.getpid()),
+                                   name=f"passport-w{k}", daemon=True)
         process.start()
         processes.append(process)
     fleet = _Forked(processes, shared)

@@ -142,3 +142,35 @@ def test_a_session_stays_on_the_worker_that_started_it(
     assert len(by_session) == 8 and (by_session == 1).all()  # every turn where its first went
     assert set(requests.worker) == {0, 1}
     assert json.loads((run / "passport.json").read_text())["results"]["sessions"]["completed"] == 8
+
+
+@fault("the coordinator of worker processes is killed (SIGKILL)",
+       "the workers stop (they follow their parent) and close their shards; `passport recover` merges them")
+def test_a_killed_coordinator_leaves_shards_that_recover_merges(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "workers": 2,
+                                  "measure": {"duration_s": 60}}, validity=LENIENT_CLIENT))
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "out"),
+                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline, workers = time.monotonic() + 30, []
+    while time.monotonic() < deadline:
+        if len(list((tmp_path / "out").glob("*/workers/w*/requests.parts/part-*.parquet"))) > 2:
+            workers = psutil.Process(proc.pid).children()
+            break
+        time.sleep(0.1)
+    assert len(workers) == 2, "the workers never recorded anything"
+    proc.kill()
+    proc.communicate(timeout=30)
+    psutil.wait_procs(workers, timeout=30)
+    assert not any(w.is_running() and w.status() != psutil.STATUS_ZOMBIE for w in workers)  # no orphan sends on
+    run = only_run_dir(tmp_path / "out")
+    assert not (run / "passport.json").exists()
+    result = run_cli("recover", str(run))
+    assert result.returncode in (0, 1), result.stdout + result.stderr
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["verdict"] == "INCOMPLETE" and "recovered" in passport["validity"]["incomplete_reason"]
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert set(requests.worker) == {0, 1} and len(requests) > 10 and not (run / "workers").exists()
+    assert run_cli("verify", str(run)).returncode == 0

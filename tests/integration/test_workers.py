@@ -80,25 +80,32 @@ def test_a_closed_loop_splits_its_users_between_workers(
     assert run_cli("verify", str(run)).returncode == 0
 
 
+def _long_worker_run(simulator: SimFactory, write_spec: WriteSpec, out: Path) -> tuple[subprocess.Popen[str],
+                                                                                      list[psutil.Process]]:
+    """`passport run` of a minute's closed loop on two workers, once both workers have flushed rows:
+    (the CLI process, its two worker processes)."""
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "workers": 2,
+                                  "measure": {"duration_s": 60}}, validity=LENIENT_CLIENT))
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        flushed = {p.parent.parent.name for p in out.glob("*/workers/w*/requests.parts/part-*.parquet")
+                   if p.name != "part-000000.parquet"}
+        children = psutil.Process(proc.pid).children()
+        if flushed == {"w0", "w1"} and len(children) == 2:
+            return proc, children
+        time.sleep(0.1)
+    raise AssertionError("the workers never recorded anything")
+
+
 @fault("a worker process dies mid-run",
        "every worker's records so far are kept; INCOMPLETE, naming the worker, its exit code and when; exit 1")
 def test_a_worker_that_dies_ends_the_run_incomplete_with_its_name(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
-    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
-    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "workers": 2,
-                                  "measure": {"duration_s": 60}}, validity=LENIENT_CLIENT))
-    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "out"),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    deadline = time.monotonic() + 30
-    victim = None
-    while time.monotonic() < deadline and victim is None:
-        shards = list((tmp_path / "out").glob("*/workers/w1/requests.parts/part-*.parquet"))
-        children = psutil.Process(proc.pid).children()
-        if len(shards) > 1 and len(children) == 2:
-            victim = children[1]
-        time.sleep(0.1)
-    assert victim is not None, "the workers never recorded anything"
+    proc, (_, victim) = _long_worker_run(simulator, write_spec, tmp_path / "out")
     victim.kill()
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stdout + stderr
@@ -149,18 +156,7 @@ def test_a_session_stays_on_the_worker_that_started_it(
 def test_a_killed_coordinator_leaves_shards_that_recover_merges(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
-    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
-    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "workers": 2,
-                                  "measure": {"duration_s": 60}}, validity=LENIENT_CLIENT))
-    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(tmp_path / "out"),
-                             "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-    deadline, workers = time.monotonic() + 30, []
-    while time.monotonic() < deadline:
-        if len(list((tmp_path / "out").glob("*/workers/w*/requests.parts/part-*.parquet"))) > 2:
-            workers = psutil.Process(proc.pid).children()
-            break
-        time.sleep(0.1)
-    assert len(workers) == 2, "the workers never recorded anything"
+    proc, workers = _long_worker_run(simulator, write_spec, tmp_path / "out")
     proc.kill()
     proc.communicate(timeout=30)
     psutil.wait_procs(workers, timeout=30)

@@ -29,6 +29,7 @@ from harness._prom import Sample, samples
 from harness._recorder import (
     CHUNKS_SCHEMA,
     RAW_SCHEMA_VERSION,
+    RAW_TABLES,
     REQUESTS_SCHEMA,
     TELEMETRY_SCHEMA,
     TableWriter,
@@ -118,6 +119,7 @@ __all__ = [
     "ScheduleError",
     "StreamSummary",
     "TELEMETRY_SCHEMA",
+    "RAW_TABLES",
     "TableWriter",
     "TelemetrySampler",
     "TrtllmJsonSource",

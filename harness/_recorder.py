@@ -34,6 +34,7 @@ __all__ = [
     "REQUESTS_SCHEMA",
     "CHUNKS_SCHEMA",
     "TELEMETRY_SCHEMA",
+    "RAW_TABLES",
     "TableWriter",
     "join_parts",
 ]
@@ -127,6 +128,10 @@ TELEMETRY_SCHEMA = pa.schema(
         ("worker", pa.int16()),  # raw schema 4: a worker process's own sample (client CPU, loop lag)
     ]
 )
+
+
+# The raw tables of a run folder, by file name (`<name>.parquet`, or `<name>.parts/` while written).
+RAW_TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
 
 
 def join_parts(folder: Path, name: str, schema: pa.Schema) -> Path:

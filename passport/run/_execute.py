@@ -24,10 +24,8 @@ import pyarrow.parquet as pq
 import yaml
 
 from harness import (
-    CHUNKS_SCHEMA,
     RAW_SCHEMA_VERSION,
-    REQUESTS_SCHEMA,
-    TELEMETRY_SCHEMA,
+    RAW_TABLES,
     EngineLauncher,
     HttpClient,
     PreparedRequest,
@@ -211,7 +209,7 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
 
 def _held(run: Opened, planned: Planned) -> Prepared:
     """No timed phase: empty raw tables (so the folder still verifies) and nothing applied."""
-    for name, schema in (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA)):
+    for name, schema in RAW_TABLES:
         pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
     return Prepared(planned.params,
                     {"declared": run.spec.prefix_cache, "enforced": False, "method": "not applied: no timed phase"},

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import EndpointError, RepetitionResult, WorkerShare
+from harness import RAW_TABLES, EndpointError, RepetitionResult, WorkerShare
 from passport._errors import SpecError
 from passport.run._recover import join_leftover_parts
 from passport.run._workers import WORKERS_DIR, Report, coordinate, merge_shards, worker_phase
@@ -47,7 +47,6 @@ __all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
 
 CLOCK_BOUND_NS = 1_000_000  # an offset uncertain (or moving) by more than this is not bounded
 _PROBES = 16
-_TABLE_NAMES = ("requests", "chunks", "telemetry")
 
 
 def _reachable(address: str) -> None:
@@ -184,7 +183,7 @@ def _actor_classes() -> tuple[Any, Any, Any]:
 def _shard_bytes(folder: Path) -> dict[str, bytes]:
     """A worker's shard as Parquet bytes by table name (parts joined first)."""
     join_leftover_parts(folder)
-    return {name: (folder / f"{name}.parquet").read_bytes() for name in _TABLE_NAMES
+    return {name: (folder / f"{name}.parquet").read_bytes() for name, _ in RAW_TABLES
             if (folder / f"{name}.parquet").is_file()}
 
 

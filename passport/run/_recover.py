@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import CHUNKS_SCHEMA, REQUESTS_SCHEMA, TELEMETRY_SCHEMA, join_parts
+from harness import RAW_TABLES, join_parts
 from passport._errors import RunFolderError
 from passport.audit import RunState, load_table
 from passport.model import Passport, PassportDraft
@@ -22,14 +22,13 @@ from passport.run._plan import utc_now
 
 __all__ = ["recover", "join_leftover_parts"]
 
-_TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
 
 
 def join_leftover_parts(folder: Path) -> int:
     """Join any `<name>.parts/` left in `folder` into `<name>.parquet` (an empty table where a
     run recorded nothing); returns how many parts folders there were."""
     joined = 0
-    for name, schema in _TABLES:
+    for name, schema in RAW_TABLES:
         parts = folder / f"{name}.parts"
         if parts.is_dir():
             join_parts(folder, name, schema)

@@ -47,8 +47,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from harness import (
-    CHUNKS_SCHEMA,
-    REQUESTS_SCHEMA,
+    RAW_TABLES,
     TELEMETRY_SCHEMA,
     ClientMonitor,
     ProgressSink,
@@ -65,7 +64,6 @@ __all__ = ["run_with_workers", "worker_phase", "merge_shards", "resolve_workers"
            "Fleet", "Report", "WORKERS_DIR"]
 
 WORKERS_DIR = "workers"
-_TABLES = (("requests", REQUESTS_SCHEMA), ("chunks", CHUNKS_SCHEMA), ("telemetry", TELEMETRY_SCHEMA))
 _CONTEXT = multiprocessing.get_context("fork")
 
 
@@ -201,7 +199,7 @@ def merge_shards(folder: Path, workers: int) -> None:
 
 def _merge(folder: Path, workers: int) -> None:
     shards = folder / WORKERS_DIR
-    for name, schema in _TABLES:
+    for name, schema in RAW_TABLES:
         tables = []
         if name == "telemetry" and (folder / "telemetry.parquet").is_file():
             tables.append(pq.read_table(folder / "telemetry.parquet"))

@@ -129,12 +129,6 @@ def failed_arm(arm: ArmSpec, status: str, reason: str, fit: Fit | None = None) -
                   kv_tokens={"configured": configured_kv_tokens(arm), "realized": None})
 
 
-def _stat(p: Passport, metric: str, stat: str) -> float | None:
-    s = p.results.metrics.get(metric)
-    value = getattr(s, stat) if s is not None else None
-    return None if value is None else float(value)
-
-
 def _identity_int(p: Passport, key: str) -> int | None:
     found = p.identity.get(key)
     return found.value if found is not None and isinstance(found.value, int) else None
@@ -147,10 +141,10 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     row.canaries = p.validity.canaries.status
     row.kv_tokens["realized"] = _identity_int(p, "capacity.kv_tokens")
     row.context_per_sequence = _identity_int(p, "capacity.context_per_sequence")
-    row.throughput = {k: _stat(p, f"throughput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
-    row.goodput = {k: _stat(p, f"goodput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
-    row.ttft = {k: _stat(p, "ttft.any", k) for k in ("p50", "p99")}
-    row.e2e = {k: _stat(p, "e2e", k) for k in ("p50", "p99")}
+    row.throughput = {k: p.figure(f"throughput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
+    row.goodput = {k: p.figure(f"goodput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
+    row.ttft = {k: p.figure("ttft.any", k) for k in ("p50", "p99")}
+    row.e2e = {k: p.figure("e2e", k) for k in ("p50", "p99")}
     row.slo_met = None if p.results.slo is None else p.results.slo.met
     row.peak_memory_bytes = p.results.peak_memory.value_bytes
     cost = p.results.cost

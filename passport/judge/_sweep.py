@@ -69,26 +69,20 @@ class SweepOutcome:
 
 
 def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
-    m = p.results.metrics
     counts = p.validity.counts
-
-    def get(metric: str, stat: str) -> float | None:
-        s = m.get(metric)
-        value = getattr(s, stat) if s is not None else None
-        return None if value is None else float(value)
-
     measured, succeeded = counts.get("measured") or 0, counts.get("succeeded") or 0
     achieved = next((r.measured for r in p.validity.rules if r.name == "achieved_rate"), None)
     return LevelResult(
         load=load, run=folder.name, verdict=p.verdict, complete=p.validity.complete,
-        throughput_rps=get("throughput.requests_per_s", "mean"),
-        output_tokens_per_s=get("throughput.output_tokens_per_s", "mean"),
-        ttft_p50_s=get("ttft.any", "p50"), ttft_p99_s=get("ttft.any", "p99"), itl_p50_s=get("itl.chunk", "p50"),
-        e2e_p99_s=get("e2e", "p99"), error_rate=(measured - succeeded) / measured if measured else None,
+        throughput_rps=p.figure("throughput.requests_per_s", "mean"),
+        output_tokens_per_s=p.figure("throughput.output_tokens_per_s", "mean"),
+        ttft_p50_s=p.figure("ttft.any", "p50"), ttft_p99_s=p.figure("ttft.any", "p99"),
+        itl_p50_s=p.figure("itl.chunk", "p50"),
+        e2e_p99_s=p.figure("e2e", "p99"), error_rate=(measured - succeeded) / measured if measured else None,
         achieved_fraction=float(achieved) if isinstance(achieved, (int, float)) else None,
         slo_met=None if p.results.slo is None else p.results.slo.met,
-        goodput_rps=get("goodput.requests_per_s", "mean"),
-        tokens_per_s_per_user_p50=get("tps.user", "p50"),
+        goodput_rps=p.figure("goodput.requests_per_s", "mean"),
+        tokens_per_s_per_user_p50=p.figure("tps.user", "p50"),
     )
 
 

@@ -431,6 +431,12 @@ class Passport(_Model):
         """The passport as the JSON it is written as (plain types, canonical key names)."""
         return dict(json.loads(self.model_dump_json()))
 
+    def figure(self, metric: str, stat: str) -> float | None:
+        """One statistic of one result metric (`ttft.any`, `p99`), None when absent."""
+        found = self.results.metrics.get(metric)
+        value = getattr(found, stat) if found is not None else None
+        return None if value is None else float(value)
+
     def discarded_repetitions(self) -> list[int]:
         """The repetitions this passport's pre-registered rules discarded."""
         discard = self.results.discard

@@ -7,13 +7,9 @@ from typing import Any
 
 from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
 from passport.report._plots import ArmPoint, campaign_chart
-from passport.report._run_report import ms
+from passport.report._run_report import ms, num
 
 __all__ = ["campaign_blocks", "campaign_lines", "arm_lines"]
-
-
-def _num(x: float | None, digits: int = 3) -> str:
-    return "—" if x is None else f"{x:.{digits}f}"
 
 
 def _kv(row: dict[str, Any]) -> str:
@@ -41,7 +37,7 @@ def campaign_lines(data: dict[str, Any]) -> list[str]:
     counts = data["counts"]
     best = data["best"]
     rows = {r["name"]: r for r in data["arms"]}
-    lines = [f"best by {data['objective']}: {best} ({_num(rows[best]['objective'], 4)})" if best
+    lines = [f"best by {data['objective']}: {best} ({num(rows[best]['objective'], 4)})" if best
              else f"no arm ranked by {data['objective']}"]
     lines.append(f"{counts['total']} arm(s): {counts['ranked']} ranked, {counts['held']} held by canaries, "
                  f"{counts['failed']} failed, {counts['does_not_fit']} did not fit, {counts['incomplete']} incomplete, "
@@ -60,11 +56,11 @@ def _row_cells(row: dict[str, Any]) -> list[str]:
         "—" if row["rank"] is None else str(row["rank"]), f"`{row['name']}`", row["status"].replace("_", " "),
         row["verdict"] or "—", row["canaries"] or "—", _kv(row),
         "—" if row["context_per_sequence"] is None else f"{row['context_per_sequence']:,}",
-        _num(row["throughput"].get("requests_per_s")), _num(row["throughput"].get("output_tokens_per_s"), 1),
+        num(row["throughput"].get("requests_per_s"), 3), num(row["throughput"].get("output_tokens_per_s"), 1),
         ms(row["ttft"].get("p50")), ms(row["ttft"].get("p99")), ms(row["e2e"].get("p50")), ms(row["e2e"].get("p99")),
-        _num(row["goodput"].get("requests_per_s")),
+        num(row["goodput"].get("requests_per_s"), 3),
         "—" if row["peak_memory_bytes"] is None else f"{row['peak_memory_bytes'] / 2**20:,.0f}",
-        _num(cost.get("usd_per_million_tokens"), 4), _num(cost.get("usd_per_million_tokens_at_goodput"), 4),
+        num(cost.get("usd_per_million_tokens"), 4), num(cost.get("usd_per_million_tokens_at_goodput"), 4),
     ]
 
 

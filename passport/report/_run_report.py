@@ -32,7 +32,7 @@ from passport.report._doc import (
 from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline
 
 __all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "cost_lines",
-           "caveats", "HEADLINE_METRICS",
+           "caveats", "num", "HEADLINE_METRICS",
            "ms"]
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
@@ -45,7 +45,8 @@ def ms(value: float | None) -> str:
     return "—" if value is None else f"{value * 1000:.2f}"
 
 
-def _num(value: float | None, digits: int = 2) -> str:
+def num(value: float | None, digits: int = 2) -> str:
+    """A figure with `digits` decimals, or an em dash for no value."""
     return "—" if value is None else f"{value:.{digits}f}"
 
 
@@ -67,7 +68,7 @@ def headline_lines(p: Passport) -> list[str]:
     out = m.get("throughput.output_tokens_per_s")
     req = m.get("throughput.requests_per_s")
     if out is not None and out.n:
-        lines.append(f"throughput {_num(out.mean)} output tok/s, {_num(req.mean if req else None, 3)} req/s")
+        lines.append(f"throughput {num(out.mean)} output tok/s, {num(req.mean if req else None, 3)} req/s")
     lines += slo_lines(p)
     lines += cost_lines(p)[:1]
     for rule in p.validity.rules:
@@ -87,7 +88,7 @@ def slo_lines(p: Passport) -> list[str]:
                          if t.measured_s is not None else f"{t.name} undefined (failures) > {ms(t.bound_s)} ms"
                          for t in slo.targets)]
     attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
-    lines.append(f"goodput {_num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
+    lines.append(f"goodput {num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
                  f"{slo.requests_measured} measured requests ({attained}) met every target")
     return lines
 
@@ -157,7 +158,7 @@ def _results_blocks(p: Passport) -> list[Block]:
                           for k, s in fi.items()])]
     blocks += [Heading("Throughput"),
                Table(["metric", "repetitions", "mean", "min", "max"],
-                     [[f"`{k}`", str(m[k].n), _num(m[k].mean), _num(m[k].min), _num(m[k].max)]
+                     [[f"`{k}`", str(m[k].n), num(m[k].mean), num(m[k].min), num(m[k].max)]
                       for k in _RATES if k in m])]
     speed = m.get("tps.user")
     if speed is not None:  # passports before it was defined have none
@@ -166,8 +167,8 @@ def _results_blocks(p: Passport) -> list[Block]:
                         "with two or more tokens, the decode speed one user sees; higher is better, so the slow "
                         "tail is the minimum."),
                    Table(["metric", "n", "min", "p50", "mean", "max"],
-                         [["`tps.user`", str(speed.n), _num(speed.min), _num(speed.p50), _num(speed.mean),
-                           _num(speed.max)]])]
+                         [["`tps.user`", str(speed.n), num(speed.min), num(speed.p50), num(speed.mean),
+                           num(speed.max)]])]
     if p.results.slo is not None:
         blocks += [Heading("SLO"), Bullets(slo_lines(p))]
     if p.results.cost is not None:
@@ -204,13 +205,13 @@ def _results_blocks(p: Passport) -> list[Block]:
     blocks.append(Para(
         (f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})." if pm.value_bytes is not None
          else f"Peak memory: unknown ({pm.reason}).")
-        + f" Client: CPU share mean {_num(c.cpu_share_mean)} / max {_num(c.cpu_share_max)}, loop lag p99 "
-          f"{_num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {_num(c.dispatch_lag_p99_ms, 3)} ms."))
+        + f" Client: CPU share mean {num(c.cpu_share_mean)} / max {num(c.cpu_share_max)}, loop lag p99 "
+          f"{num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {num(c.dispatch_lag_p99_ms, 3)} ms."))
     if c.workers:
         blocks.append(Table(["worker", "requests", "CPU share mean", "CPU share max", "loop lag p99 ms",
                              "dispatch lag p99 ms"],
-                            [[str(w.worker), str(w.requests), _num(w.cpu_share_mean), _num(w.cpu_share_max),
-                              _num(w.loop_lag_p99_ms), _num(w.dispatch_lag_p99_ms, 3)] for w in c.workers]))
+                            [[str(w.worker), str(w.requests), num(w.cpu_share_mean), num(w.cpu_share_max),
+                              num(w.loop_lag_p99_ms), num(w.dispatch_lag_p99_ms, 3)] for w in c.workers]))
     return blocks
 
 

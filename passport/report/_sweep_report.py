@@ -6,7 +6,7 @@ from passport.judge import LevelResult, SweepOutcome, load_text
 from passport.model import RunSpec, SweepSpec
 from passport.report._doc import Block, Bullets, Heading, Image, Para, Table
 from passport.report._plots import SweepPoint, sweep_curve
-from passport.report._run_report import ms
+from passport.report._run_report import ms, num
 
 __all__ = ["sweep_blocks", "summary_lines"]
 
@@ -24,14 +24,11 @@ def summary_lines(outcome: SweepOutcome) -> list[str]:
 
 
 def _row(lv: LevelResult) -> list[str]:
-    def num(x: float | None, digits: int = 3) -> str:
-        return "—" if x is None else f"{x:.{digits}f}"
-
     slo = "—" if lv.slo_met is None else ("met" if lv.slo_met else "missed")
-    return [f"{lv.load:g}", lv.verdict, num(lv.throughput_rps), num(lv.output_tokens_per_s, 1), ms(lv.ttft_p50_s),
+    return [f"{lv.load:g}", lv.verdict, num(lv.throughput_rps, 3), num(lv.output_tokens_per_s, 1), ms(lv.ttft_p50_s),
             ms(lv.ttft_p99_s), ms(lv.itl_p50_s), ms(lv.e2e_p99_s),
             "—" if lv.error_rate is None else f"{lv.error_rate:.1%}",
-            "—" if lv.achieved_fraction is None else f"{lv.achieved_fraction:.0%}", slo, num(lv.goodput_rps),
+            "—" if lv.achieved_fraction is None else f"{lv.achieved_fraction:.0%}", slo, num(lv.goodput_rps, 3),
             f"`{lv.run}`"]
 
 

@@ -34,6 +34,7 @@ from passport.judge import (
     CAMPAIGN_FILE,
     SWEEP_FILE,
     ArmRow,
+    Fit,
     campaign_record,
     check_fit,
     failed_arm,
@@ -66,10 +67,9 @@ class _Interrupted(Exception):
         self.row = row
 
 
-def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, folder: Path, progress: ProgressFactory | None,
-               say: Callable[[str], None]) -> ArmRow:
+def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, fit: Fit | None, folder: Path,
+               progress: ProgressFactory | None, say: Callable[[str], None]) -> ArmRow:
     """Run one arm and summarize it from its passport (mode sweep: its knee level's)."""
-    fit = check_fit(arm, spec.load.concurrency)
     raw = arm_raw_spec(campaign, arm)
     if campaign.mode == "run":
         result = execute(spec, raw, [], folder / "arms", progress=progress, status=say)
@@ -114,7 +114,7 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
                 rows.append(failed_arm(arm, "does_not_fit", f"the capacity arithmetic: {fit.lines[-1]}", fit))
             else:
                 try:
-                    rows.append(_timed_arm(campaign, arm, spec, folder, progress, say))
+                    rows.append(_timed_arm(campaign, arm, spec, fit, folder, progress, say))
                 except _Interrupted as stop:
                     rows.append(stop.row)
                     raise KeyboardInterrupt from None

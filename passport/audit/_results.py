@@ -266,16 +266,17 @@ def _worker_figures(run: RunData) -> list[WorkerFigures] | None:
     if not np.isfinite(sender).any():
         return None
     lag = run.latencies["dispatch_lag"]
-    has_telemetry = run.telemetry is not None and "worker" in run.telemetry.column_names
-    sampled = numeric_column(run.telemetry, "worker") if has_telemetry and run.telemetry is not None else None
+    telemetry = run.telemetry
+    if telemetry is not None and "worker" in telemetry.column_names:  # columns read once, for every worker
+        sampled, value = numeric_column(telemetry, "worker"), numeric_column(telemetry, "value")
+        name = object_column(telemetry, "name")
+    else:
+        sampled, value, name = np.zeros(0), np.zeros(0), np.zeros(0, dtype=object)
     out: list[WorkerFigures] = []
     for k in sorted({int(w) for w in sender[np.isfinite(sender)]}):
         mine = run.measured & (sender == k) & np.isfinite(lag)
-        cpu = loop_lag = np.zeros(0)
-        if sampled is not None and run.telemetry is not None:
-            name, value = object_column(run.telemetry, "name"), numeric_column(run.telemetry, "value")
-            cpu = value[(sampled == k) & (name == "cpu_share")]
-            loop_lag = value[(sampled == k) & (name == "loop_lag_ms")]
+        cpu = value[(sampled == k) & (name == "cpu_share")]
+        loop_lag = value[(sampled == k) & (name == "loop_lag_ms")]
         out.append({"worker": k, "requests": int((sender == k).sum()),
                     "cpu_share_mean": float(cpu.mean()) if len(cpu) else None,
                     "cpu_share_max": float(cpu.max()) if len(cpu) else None,

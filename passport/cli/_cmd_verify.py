@@ -49,10 +49,11 @@ def _verify_campaign(folder: Path) -> tuple[list[str], list[str], list[str]]:
     arm's run verified as a run."""
     from passport.judge import read_campaign, recompute_campaign
 
-    problems = recompute_campaign(folder)
+    record = read_campaign(folder)
+    problems = recompute_campaign(folder, record)
     checked = ["campaign content hash", "rows from the arms' passports", "capacity arithmetic", "ranking"]
     notes: list[str] = []
-    for row in read_campaign(folder)["arms"]:
+    for row in record["arms"]:
         if row["run"] is None:
             continue
         arm_problems, _, arm_notes = _verify_run(folder / row["run"])

@@ -280,14 +280,14 @@ def read_campaign(folder: Path) -> dict[str, Any]:
     return data
 
 
-def recompute_campaign(folder: Path) -> list[str]:
-    """Differences between campaign.json and what its spec and its arms' passports give: each
-    timed arm's row re-summarized from its passport (whose content hash must be the one recorded),
-    the capacity arithmetic redone, the ranking redone; and the record's own content hash."""
+def recompute_campaign(folder: Path, recorded: dict[str, Any]) -> list[str]:
+    """Differences between campaign.json (`recorded`, as read_campaign read it) and what its spec
+    and its arms' passports give: each timed arm's row re-summarized from its passport (whose
+    content hash must be the one recorded), the capacity arithmetic redone, the ranking redone;
+    and the record's own content hash."""
     from passport.model import load_campaign
 
     folder = Path(folder)
-    recorded = read_campaign(folder)
     problems = []
     if recorded.get("content_sha256") != content_sha256(recorded):
         problems.append(f"{CAMPAIGN_FILE}: content_sha256 differs (the record was edited after it was written)")

@@ -70,7 +70,6 @@ def main(args: argparse.Namespace) -> ExitCode:
     from passport.judge import (
         Architecture,
         Budget,
-        GiB,
         KiB,
         MiB,
         architecture_from_config,
@@ -78,6 +77,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         implied_state_per_sequence,
         load_config,
         monthly_cost,
+        replicas_needed,
     )
 
     try:
@@ -87,11 +87,8 @@ def main(args: argparse.Namespace) -> ExitCode:
         kv = args.kv_kib_per_token * KiB if args.kv_kib_per_token else None
         if kv is None and (arch is None or not arch.full_attention_layers):
             raise SpecError("give --config (a model's config.json) or --kv-kib-per-token")
-        budget = Budget(weight_dtype=args.weights, kv_dtype=args.kv_dtype,
-                        gpu_memory_bytes=args.gpu_memory_gib * GiB if args.gpu_memory_gib else None,
-                        utilization=args.utilization, reserve_bytes=args.reserve_gib * GiB,
-                        activation_bytes=args.activations_gib * GiB,
-                        kv_pool_bytes=args.kv_pool_gib * GiB if args.kv_pool_gib else None)
+        budget = Budget.in_gib(args.weights, args.kv_dtype, args.gpu_memory_gib, args.utilization, args.reserve_gib,
+                               args.activations_gib, args.kv_pool_gib)
         state = args.state_mib_per_sequence * MiB if args.state_mib_per_sequence is not None else None
         implied_lines: list[str] = []
         source = "given"
@@ -124,10 +121,9 @@ def main(args: argparse.Namespace) -> ExitCode:
         raise SpecError(f"capacity: {exc}") from None
     fit_lines = []
     if args.live_sequences is not None:
-        fits = report.sequences_with_state >= args.live_sequences
+        replicas = replicas_needed(args.live_sequences, report.sequences_with_state)
         fit_lines.append(f"=> {args.live_sequences} live sequences needed, {report.sequences_with_state} fit: "
-                         + ("one replica suffices" if fits else
-                            f"{math.ceil(args.live_sequences / max(report.sequences_with_state, 1))} replicas needed"))
+                         + ("one replica suffices" if replicas == 1 else f"{replicas} replicas needed"))
     if args.json:
         figures = {k: v for k, v in asdict(report).items() if k != "lines"}
         if month is not None:

@@ -59,7 +59,7 @@ if TYPE_CHECKING:
         method_line,
         render_comparison,
     )
-    from passport.judge._cost import HOURS_PER_MONTH, MonthlyCost, monthly_cost
+    from passport.judge._cost import HOURS_PER_MONTH, MonthlyCost, monthly_cost, replicas_needed
     from passport.judge._gate import (
         Condition,
         ConditionResult,
@@ -102,6 +102,7 @@ __all__ = [
     "failed_arm",
     "managed_lines",
     "monthly_cost",
+    "replicas_needed",
     "rank_arms",
     "summarize_arm",
     "DTYPE_BYTES",
@@ -147,7 +148,7 @@ _HOME = {name: module for module, names in {
         "check_fit", "failed_arm", "managed_lines", "rank_arms", "read_campaign", "recompute_campaign",
         "summarize_arm", "gate_view", "resolve_campaign_name", "SWEEP_FILE", "judged_at_knee",
     ),
-    "passport.judge._cost": ("HOURS_PER_MONTH", "MonthlyCost", "monthly_cost"),
+    "passport.judge._cost": ("HOURS_PER_MONTH", "MonthlyCost", "monthly_cost", "replicas_needed"),
     "passport.judge._names": ("resolve",),
     "passport.judge._capacity": (
         "DTYPE_BYTES", "Architecture", "Budget", "CapacityReport", "GiB", "KiB", "MiB", "architecture_from_config",

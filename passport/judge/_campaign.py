@@ -26,7 +26,7 @@ from typing import Any, cast
 
 from passport._errors import RunFolderError
 from passport.audit import content_sha256, diff_values, read_passport_json
-from passport.judge._capacity import Architecture, Budget, GiB, KiB, MiB, compute
+from passport.judge._capacity import Architecture, Budget, KiB, MiB, compute
 from passport.judge._compare import invariant_values
 from passport.judge._names import GateError, Kind, Target
 from passport.model import (
@@ -76,11 +76,8 @@ def check_fit(arm: ArmSpec, concurrency: int | None) -> Fit | None:
     if c is None:
         return None
     needed = c.sequences or concurrency or 1
-    budget = Budget(weight_dtype=c.weights, kv_dtype=c.kv_dtype,
-                    gpu_memory_bytes=c.gpu_memory_gib * GiB if c.gpu_memory_gib else None,
-                    utilization=c.utilization, reserve_bytes=c.reserve_gib * GiB,
-                    activation_bytes=c.activations_gib * GiB,
-                    kv_pool_bytes=c.kv_pool_gib * GiB if c.kv_pool_gib else None)
+    budget = Budget.in_gib(c.weights, c.kv_dtype, c.gpu_memory_gib, c.utilization, c.reserve_gib, c.activations_gib,
+                           c.kv_pool_gib)
     arch = Architecture(n_params=c.params, full_attention_layers=0) if c.params else None
     try:
         report = compute(arch, budget, c.context_tokens, c.kv_kib_per_token * KiB, c.state_mib_per_sequence * MiB)

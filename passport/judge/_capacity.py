@@ -79,6 +79,15 @@ class Budget:
     activation_bytes: float = 0.0
     kv_pool_bytes: float | None = None
 
+    @classmethod
+    def in_gib(cls, weights: str, kv_dtype: str, gpu_memory_gib: float | None, utilization: float,
+               reserve_gib: float, activations_gib: float, kv_pool_gib: float | None) -> Budget:
+        """A budget given in GiB, as `passport capacity` and a campaign arm's `capacity:` declare it."""
+        return cls(weight_dtype=weights, kv_dtype=kv_dtype,
+                   gpu_memory_bytes=gpu_memory_gib * GiB if gpu_memory_gib else None, utilization=utilization,
+                   reserve_bytes=reserve_gib * GiB, activation_bytes=activations_gib * GiB,
+                   kv_pool_bytes=kv_pool_gib * GiB if kv_pool_gib else None)
+
 
 @dataclass(frozen=True)
 class CapacityReport:

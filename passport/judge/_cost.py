@@ -14,9 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-__all__ = ["HOURS_PER_MONTH", "MonthlyCost", "monthly_cost"]
+__all__ = ["HOURS_PER_MONTH", "MonthlyCost", "monthly_cost", "replicas_needed"]
 
 HOURS_PER_MONTH = 8760 / 12
+
+
+def replicas_needed(live_sequences: int, sequences_per_replica: int) -> int:
+    """Replicas that hold `live_sequences` at `sequences_per_replica` each (at least one)."""
+    return max(1, math.ceil(live_sequences / max(sequences_per_replica, 1)))
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ def monthly_cost(input_million: float, output_million: float, input_usd_per_mill
         cards = gpus_per_replica
         reasons = [f"{gpus_per_replica} per replica"]
         if live_sequences is not None and sequences_per_card:
-            replicas = max(1, math.ceil(live_sequences / sequences_per_card))
+            replicas = replicas_needed(live_sequences, sequences_per_card)
             cards = max(cards, replicas * gpus_per_replica)
             reasons.append(f"{live_sequences} live sequences / {sequences_per_card} per replica = {replicas} "
                            f"replica(s)")

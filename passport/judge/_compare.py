@@ -8,16 +8,15 @@ unless the field is allowed (`--allow FIELD`), which the output states.
 
 Then, for each headline latency, the p50 and p99 of each run and their difference (other minus
 the first), and the throughputs, each tested as `_stats.py` describes: percentiles only with
-enough samples, block bootstraps over requests in send order and over time slices, Holm's
-correction across every statistic of the comparison, and a minimum effect below which a
-difference is not called. A verdict is "faster"/"slower" (latency) or "higher"/"lower" (rates)
-only when the difference survives all of that. Caveats: a different prefix-cache policy,
-canary status or verdict.
+enough samples, each run's error from the spread of the statistic over time blocks (so the
+machine's drift within a run widens it), Welch's t, Holm's correction across every statistic of
+the comparison, and a minimum effect below which a difference is not called. A verdict is
+"faster"/"slower" (latency) or "higher"/"lower" (rates) only when the difference survives all of
+that. Caveats: a different prefix-cache policy, canary status or verdict.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,14 +26,17 @@ import numpy as np
 from passport._errors import PassportError
 from passport.audit import per_request_samples, read_run, requests_meeting
 from passport.judge._stats import (
+    BLOCKS,
+    MIN_PER_BLOCK,
+    Estimate,
     Test,
-    bootstrap_mean,
-    bootstrap_pooled_quantile,
-    bootstrap_quantile,
+    difference,
     holm,
+    mean_estimate,
     min_samples,
+    pooled_quantile_estimate,
+    quantile_estimate,
     slice_rates,
-    two_sided_p,
 )
 from passport.model import Passport, read_passport
 
@@ -44,10 +46,9 @@ __all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "inva
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
 _CACHE_FIELDS = ("cache_salt", "cache_prompt")  # prefix-cache control, compared as a caveat instead
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
-DRAWS = 400  # bootstrap resamples per statistic
-# Two runs of one simulator spec differed by up to 7.5 % in TTFT p50 on this project's 2-core
-# machines, 1.7x what either run's own bootstrap allows (benchmarks/compare_aa.py): single runs
-# do not measure run-to-run variance, so smaller differences are not called by default.
+# A level shift between two runs that neither run's blocks show cannot be measured from two runs
+# (benchmarks/compare_aa.py prints the largest relative A/A differences seen): smaller differences
+# than this share of the first run's value are not called by default.
 MIN_EFFECT = 0.10
 THROUGHPUTS = ("throughput.output_tokens_per_s", "throughput.requests_per_s")
 _QUANTILES = (("p50", 0.50), ("p99", 0.99))
@@ -139,58 +140,54 @@ def _samples(run: Path, passport: Passport) -> _Samples:
 _SLICES = 10
 
 
-def _latency(metric: str, base: _Samples, other: _Samples,
-             rng: np.random.Generator) -> list[tuple[MetricComparison, Test | None]]:
+def _latency(metric: str, base: _Samples, other: _Samples) -> list[tuple[MetricComparison, Test | None]]:
     """p50 and p99 of one latency metric: each tested where both runs have enough samples."""
     if metric == "itl.chunk":
         b_all, o_all = np.concatenate(base.gaps or [np.zeros(0)]), np.concatenate(other.gaps or [np.zeros(0)])
+        have_requests = min(len(base.gaps), len(other.gaps))
     else:
         b_all, o_all = base.values[metric], other.values[metric]
+        have_requests = min(len(b_all), len(o_all))
     have = min(len(b_all), len(o_all))
-    testable = tuple(q for _, q in _QUANTILES if have >= min_samples(q))
-    draws: dict[float, np.ndarray] = {}
-    if testable:
-        if metric == "itl.chunk":
-            b_draws = bootstrap_pooled_quantile(base.gaps, testable, DRAWS, rng)
-            o_draws = bootstrap_pooled_quantile(other.gaps, testable, DRAWS, rng)
-        else:
-            b_draws = bootstrap_quantile(b_all, testable, DRAWS, rng)
-            o_draws = bootstrap_quantile(o_all, testable, DRAWS, rng)
-        draws = {q: o_draws[:, k] - b_draws[:, k] for k, q in enumerate(testable)}
     rows: list[tuple[MetricComparison, Test | None]] = []
     for stat, q in _QUANTILES:
         b_val = float(np.quantile(b_all, q)) if len(b_all) else None
         o_val = float(np.quantile(o_all, q)) if len(o_all) else None
-        if q not in draws or b_val is None or o_val is None:
+        if b_val is None or o_val is None or have < min_samples(q):
             verdict = f"too few samples for {stat} (need {min_samples(q)}, have {have})"
-            rows.append((MetricComparison(metric, stat, b_val, o_val, None, verdict), None))
+        elif have_requests < 2 * MIN_PER_BLOCK:
+            verdict = f"too few requests for time blocks (need {2 * MIN_PER_BLOCK}, have {have_requests})"
         else:
-            rows.append(_tested(metric, stat, b_val, o_val, draws[q]))
+            if metric == "itl.chunk":
+                b_est, o_est = pooled_quantile_estimate(base.gaps, q), pooled_quantile_estimate(other.gaps, q)
+            else:
+                b_est, o_est = quantile_estimate(b_all, q), quantile_estimate(o_all, q)
+            assert b_est is not None and o_est is not None
+            rows.append(_tested(metric, stat, b_est, o_est))
+            continue
+        rows.append((MetricComparison(metric, stat, b_val, o_val, None, verdict), None))
     return rows
 
 
-def _tested(metric: str, stat: str, b_val: float, o_val: float,
-            diffs: np.ndarray) -> tuple[MetricComparison, Test]:
-    test = Test(two_sided_p(o_val - b_val, float(np.std(diffs, ddof=1))))
-    low, high = np.quantile(diffs, [0.025, 0.975])
-    return MetricComparison(metric, stat, b_val, o_val, (float(low), float(high)), "", test.p), test
+def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[MetricComparison, Test]:
+    diff = difference(base, other)
+    return MetricComparison(metric, stat, base.value, other.value, diff.interval(), "", diff.p), Test(diff.p)
 
 
-def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples, other: _Samples,
-          rng: np.random.Generator) -> tuple[MetricComparison, Test | None]:
+def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples,
+          other: _Samples) -> tuple[MetricComparison, Test | None]:
     b, o = base_p.results.metrics.get(metric), other_p.results.metrics.get(metric)
     b_mean, o_mean = (b.mean if b else None), (o.mean if o else None)
     if base.by_repetition and other.by_repetition and b is not None and o is not None \
             and b_mean is not None and o_mean is not None:
-        se = math.sqrt((b.std or 0.0) ** 2 / b.n + (o.std or 0.0) ** 2 / o.n)
-        test = Test(two_sided_p(o_mean - b_mean, se))
-        d = o_mean - b_mean
-        return MetricComparison(metric, "mean", b_mean, o_mean, (d - 1.96 * se, d + 1.96 * se), "", test.p), test
+        return _tested(metric, "mean", mean_estimate(b_mean, b.std or 0.0, b.n),
+                       mean_estimate(o_mean, o.std or 0.0, o.n))
     if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
         return MetricComparison(metric, "mean", b_mean, o_mean, None,
                                 f"not testable (needs {_SLICES}+ completed requests per run)"), None
-    diffs = bootstrap_mean(other.rates[metric], DRAWS, rng) - bootstrap_mean(base.rates[metric], DRAWS, rng)
-    return _tested(metric, "mean", b_mean, o_mean, diffs)
+    b_slices, o_slices = base.rates[metric], other.rates[metric]
+    return _tested(metric, "mean", mean_estimate(b_mean, float(np.std(b_slices, ddof=1)), len(b_slices)),
+                   mean_estimate(o_mean, float(np.std(o_slices, ddof=1)), len(o_slices)))
 
 
 def _verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
@@ -205,15 +202,14 @@ def _verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
     return "lower" if rate else "faster"
 
 
-def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport, seed: int,
+def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
                   alpha: float, min_effect: float) -> list[MetricComparison]:
-    rng = np.random.default_rng(seed)
     base, other = _samples(base_run, base_p), _samples(other_run, other_p)
-    rows = [row for metric in LATENCIES for row in _latency(metric, base, other, rng)]
+    rows = [row for metric in LATENCIES for row in _latency(metric, base, other)]
     rates = list(THROUGHPUTS)
     if "goodput.requests_per_s" in base_p.results.metrics and "goodput.requests_per_s" in other_p.results.metrics:
         rates.append("goodput.requests_per_s")
-    rows += [_rate(metric, base_p, other_p, base, other, rng) for metric in rates]
+    rows += [_rate(metric, base_p, other_p, base, other) for metric in rates]
     holm([t for _, t in rows if t is not None], alpha)
     for m, t in rows:
         if t is not None:
@@ -221,7 +217,7 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
     return [m for m, _ in rows]
 
 
-def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int = 0, alpha: float = 0.05,
+def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: float = 0.05,
                  min_effect: float = MIN_EFFECT) -> Comparison:
     """Compare every run against the first; see the module docstring. `alpha`: the family-wise
     error rate of each comparison; `min_effect`: the smallest relative difference called."""
@@ -248,17 +244,16 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, seed: int =
     comparison = Comparison(runs, differences, allowed, [], caveats, alpha, min_effect)
     if comparison.comparable:
         for i in range(1, len(runs)):
-            comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], seed + i, alpha,
-                                                    min_effect))
+            comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], alpha, min_effect))
     return comparison
 
 
 def method_line(c: Comparison) -> str:
     """How the verdicts were reached, in one line under each table."""
     return (f"Verdicts: Holm-corrected across the {len(c.metrics[0]) if c.metrics else 0} statistics at a "
-            f"family-wise error rate of {c.alpha:.0%}; block bootstraps over requests in send order and over "
-            f"time slices ({DRAWS} draws, two-sided p); differences under {c.min_effect:.0%} of the first run are "
-            "not called (run-to-run variance is not measured by single runs).")
+            f"family-wise error rate of {c.alpha:.0%}; each run's error from up to {BLOCKS} time blocks of its "
+            f"window (the machine's drift widens it), Welch's t, two-sided p; differences under {c.min_effect:.0%} "
+            "of the first run are not called (a level shift between two runs is not measured by either).")
 
 
 def format_value(metric: str, value: float | None) -> str:

@@ -3,20 +3,27 @@
 - **Enough samples.** A percentile is compared only when each run has enough samples for a
   distribution-free 95 % interval of it (binomial order statistics): 6 for p50, 72 for p95,
   368 for p99 (`min_samples`). Below that the verdict says how many are needed, never a number.
-- **Correlated samples.** Requests of one run are not independent (a busy engine slows its
-  neighbours): the bootstrap resamples moving blocks of consecutive requests in send order
-  (block length about n^(1/3)); `itl.chunk` resamples whole requests, whose gaps stay together.
-- **Single repetitions.** Throughput is a rate over time: each run's window is cut into equal time
-  slices and the slices are resampled (with 2+ repetitions in each run, the repetitions are used).
+- **Time blocks, so the machine's drift counts.** A run's requests are not independent draws: a
+  busy engine slows its neighbours, and the machine itself drifts (another process takes a core,
+  the CPU clocks down) for seconds at a time, so two runs of one spec differ by more than either
+  run's sampling error (within-run bootstraps were overconfident: 9 of 20 A/A pairs were called on
+  a quiet 2-core machine). Each run's window is cut into up to ten consecutive blocks in send
+  order (`BLOCKS`, at least `MIN_PER_BLOCK` requests each) and the statistic is taken in every
+  block: its standard error is the spread of the block values over the square root of their
+  number (batch means). Drift within a run widens the spread, and with it the interval: the run
+  is treated as a sample of the machine's states, and so is the next run. Throughput is a rate
+  over time: its blocks are equal time slices (with 2+ repetitions in each run, the repetitions).
+- **Few blocks, honest tails.** The difference of two runs is tested with Welch's t on the
+  blocks' degrees of freedom (Student's t, not the normal: ten blocks are few), two-sided.
 - **Many metrics.** Each comparison's tests are corrected together with Holm's step-down method
   (family-wise error rate `alpha`, 5 % by default): a difference is called only when it survives.
-- **Run-to-run variance.** One run cannot measure how much another run would differ: two runs of
-  one simulator spec differed by up to 7.5 % in TTFT p50 here, 1.7x what each run's bootstrap
-  allows (benchmarks/compare_aa.py). Differences smaller than `min_effect` of the base value (10 %
-  by default) are reported as no meaningful difference.
+- **A floor.** A level shift between runs that no block of either run shows cannot be measured
+  from two runs; differences smaller than `min_effect` of the base value (10 % by default) are
+  reported as no meaningful difference (`passport.judge._compare`).
 
-p-values are two-sided, from the bootstrap standard error of the difference (normal
-approximation); the interval shown is the bootstrap's 2.5-97.5 % range of the difference.
+Limits: batch means assume the blocks are roughly independent of one another (blocks of ten or
+more requests of a closed loop are); a p99 taken in blocks of a few dozen requests is close to
+each block's maximum, so its spread, and the interval, is wide: conservative, never optimistic.
 """
 
 from __future__ import annotations
@@ -30,11 +37,11 @@ import pyarrow as pa
 
 from passport.audit import numeric_column
 
-__all__ = ["min_samples", "block_length", "bootstrap_quantile", "bootstrap_pooled_quantile", "slice_rates",
-           "bootstrap_mean", "holm", "Test", "two_sided_p"]
+__all__ = ["min_samples", "slice_rates", "holm", "Test", "Estimate", "quantile_estimate", "pooled_quantile_estimate",
+           "mean_estimate", "Difference", "difference", "t_two_sided_p", "t_critical", "BLOCKS", "MIN_PER_BLOCK"]
 
-# Bootstrap draws per statistic; chunked so memory stays near 50 MB whatever the run size.
-_CHUNK_ELEMENTS = 5_000_000
+BLOCKS = 10  # time blocks per run, at most
+MIN_PER_BLOCK = 6  # requests per block, at least (a block's median then has a distribution-free interval)
 
 
 @cache
@@ -48,64 +55,122 @@ def min_samples(q: float, level: float = 0.95) -> int:
     return n
 
 
-def block_length(n: int) -> int:
-    """Moving-block length for n consecutive samples: about n^(1/3)."""
-    return max(1, int(round(n ** (1.0 / 3.0))))
+@dataclass(frozen=True)
+class Estimate:
+    """A run's statistic: its value over the whole window, its standard error and that error's
+    degrees of freedom (blocks - 1)."""
+
+    value: float
+    se: float
+    df: int
 
 
-def _block_indices(n: int, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """`draws` rows of n indices, each row moving blocks of consecutive positions."""
-    length = block_length(n)
-    blocks = -(-n // length)
-    starts = rng.integers(0, n - length + 1, size=(draws, blocks))
-    return (starts[:, :, None] + np.arange(length)).reshape(draws, -1)[:, :n]
+def _blocks(n: int) -> int:
+    return min(BLOCKS, n // MIN_PER_BLOCK)
 
 
-def _scaled(draws: np.ndarray, centre: np.ndarray, taken: int, total: int) -> np.ndarray:
-    """Draws of a statistic of `taken` of `total` samples, re-centred and scaled to the spread
-    of the whole (the spread of a quantile falls as 1/sqrt(n))."""
-    if taken >= total:
-        return draws
-    return np.asarray(centre + (draws - draws.mean(axis=0)) * np.sqrt(taken / total))
+def quantile_estimate(values: np.ndarray, q: float) -> Estimate | None:
+    """Quantile q of one value per request (in send order), its error from the quantile of each
+    time block; None with fewer than two blocks' worth of requests."""
+    blocks = _blocks(len(values))
+    if blocks < 2:
+        return None
+    per_block = np.array([np.quantile(part, q) for part in np.array_split(values, blocks)])
+    return Estimate(float(np.quantile(values, q)), float(np.std(per_block, ddof=1) / math.sqrt(blocks)), blocks - 1)
 
 
-def bootstrap_quantile(values: np.ndarray, qs: tuple[float, ...], draws: int, rng: np.random.Generator,
-                       cap: int = 20_000) -> np.ndarray:
-    """The quantiles `qs` (0..1) of `draws` moving-block resamples of `values` (in send order),
-    shape (draws, len(qs)). Past `cap` samples, a random stretch of `cap` consecutive ones is
-    resampled and the spread scaled to the whole (measured: 100,000 requests in about a second)."""
-    n = len(values)
-    start = int(rng.integers(0, n - cap + 1)) if n > cap else 0
-    taken = values[start:start + cap] if n > cap else values
-    out = np.empty((draws, len(qs)))
-    step = max(1, _CHUNK_ELEMENTS // max(len(taken), 1))
-    for lo in range(0, draws, step):
-        hi = min(draws, lo + step)
-        out[lo:hi] = np.quantile(taken[_block_indices(len(taken), hi - lo, rng)], qs, axis=1).T
-    return _scaled(out, np.quantile(values, qs), len(taken), n)
+def pooled_quantile_estimate(groups: list[np.ndarray], q: float) -> Estimate | None:
+    """Quantile q of the pooled values of requests (each a group, e.g. its chunk gaps, in send
+    order), its error from the pooled quantile of each time block of whole requests; None with
+    fewer than two blocks' worth of requests."""
+    blocks = _blocks(len(groups))
+    if blocks < 2:
+        return None
+    bounds = np.linspace(0, len(groups), blocks + 1).astype(int)
+    per_block = np.array([np.quantile(np.concatenate(groups[lo:hi]), q) for lo, hi in zip(bounds[:-1], bounds[1:])])
+    return Estimate(float(np.quantile(np.concatenate(groups), q)),
+                    float(np.std(per_block, ddof=1) / math.sqrt(blocks)), blocks - 1)
 
 
-def bootstrap_pooled_quantile(groups: list[np.ndarray], qs: tuple[float, ...], draws: int, rng: np.random.Generator,
-                              cap: int = 100_000) -> np.ndarray:
-    """The quantiles `qs` of the pooled values of `draws` moving-block resamples of whole groups
-    (a request's gaps stay together), shape (draws, len(qs)); past `cap` values, a stretch of
-    consecutive groups holding about `cap` is resampled and the spread scaled to the whole."""
-    lengths = np.array([len(g) for g in groups])
-    total = int(lengths.sum())
-    take = len(groups) if total <= cap else max(2, int(len(groups) * cap / total))
-    start = int(rng.integers(0, len(groups) - take + 1))
-    chosen_groups = groups[start:start + take]
-    sub_lengths = lengths[start:start + take]
-    flat = np.concatenate(chosen_groups)
-    offsets = np.concatenate([[0], np.cumsum(sub_lengths)[:-1]])
-    out = np.empty((draws, len(qs)))
-    for i in range(draws):
-        chosen = _block_indices(take, 1, rng)[0]
-        sizes = sub_lengths[chosen]
-        ends = np.cumsum(sizes)
-        within = np.arange(ends[-1]) - np.repeat(ends - sizes, sizes)
-        out[i] = np.quantile(flat[np.repeat(offsets[chosen], sizes) + within], qs)
-    return _scaled(out, np.quantile(np.concatenate(groups), qs), take, len(groups))
+def mean_estimate(value: float, std: float, n: int) -> Estimate:
+    """A mean over n blocks (time slices or repetitions) with their standard deviation."""
+    return Estimate(value, std / math.sqrt(n), n - 1)
+
+
+@dataclass(frozen=True)
+class Difference:
+    """other - base, its standard error, Welch's degrees of freedom and the two-sided p."""
+
+    value: float
+    se: float
+    df: float
+    p: float
+
+    def interval(self, level: float = 0.95) -> tuple[float, float]:
+        half = t_critical(1.0 - level, self.df) * self.se
+        return self.value - half, self.value + half
+
+
+def difference(base: Estimate, other: Estimate) -> Difference:
+    """Welch's t for other - base."""
+    d = other.value - base.value
+    var_b, var_o = base.se**2, other.se**2
+    se = math.sqrt(var_b + var_o)
+    if se == 0:
+        return Difference(d, 0.0, math.inf, 0.0 if d != 0 else 1.0)
+    denominator = (var_b**2 / base.df if var_b else 0.0) + (var_o**2 / other.df if var_o else 0.0)
+    df = (var_b + var_o) ** 2 / denominator
+    return Difference(d, se, df, t_two_sided_p(d / se, df))
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-15:
+            break
+    return h
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """I_x(a, b), the regularized incomplete beta function."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _beta_fraction(a, b, x) / a
+    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with df degrees of freedom (the normal when df is infinite)."""
+    if math.isinf(df):
+        return math.erfc(abs(t) / math.sqrt(2.0))
+    return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
+
+
+def t_critical(p: float, df: float) -> float:
+    """The t with two-sided tail probability p (bisection on `t_two_sided_p`)."""
+    low, high = 0.0, 1e6
+    for _ in range(100):
+        mid = (low + high) / 2.0
+        if t_two_sided_p(mid, df) > p:
+            low = mid
+        else:
+            high = mid
+    return (low + high) / 2.0
 
 
 def slice_rates(requests: pa.Table, measured: np.ndarray, ok: np.ndarray, meets: np.ndarray | None,
@@ -127,18 +192,6 @@ def slice_rates(requests: pa.Table, measured: np.ndarray, ok: np.ndarray, meets:
     if meets is not None:
         rates["goodput.requests_per_s"] = per_slice(meets)
     return rates
-
-
-def bootstrap_mean(values: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
-    """The mean of `draws` moving-block resamples of `values` (time slices in order)."""
-    return np.asarray(values[_block_indices(len(values), draws, rng)].mean(axis=1))
-
-
-def two_sided_p(difference: float, standard_error: float) -> float:
-    """Two-sided p-value of a difference against zero, normal approximation."""
-    if standard_error <= 0:
-        return 0.0 if difference != 0 else 1.0
-    return math.erfc(abs(difference) / standard_error / math.sqrt(2.0))
 
 
 @dataclass

@@ -8,8 +8,10 @@ builds its Authorization header from its own `endpoint.api_key_env`), and each a
 same `worker_phase` a local worker runs, on its own uvloop, writing its shard on its own disk.
 
 Clocks: each host has its own monotonic clock. Before and after the run the coordinator
-estimates each actor's offset with round trips (offset = remote - the midpoint of the local send
-and receive, from the fastest of 16; its uncertainty is half that round trip) and the actor runs
+estimates each actor's offset with round trips straight to a clock echo the actor serves on its
+host (`_clock_echo`: offset = remote - the midpoint of the local send and receive, from the fastest
+of 200; its uncertainty is half that round trip; where the echo port cannot be reached, the fastest
+of 16 Ray calls, far coarser, and the record says `via: ray`) and the actor runs
 on the coordinator's clock shifted by the offset, so its rows are on the run's clock within the
 uncertainty. A request's own latencies (TTFT, ITL, E2E) are read on one host's clock and carry no
 offset error; what compares times across hosts (dispatch lag against the intended time, the
@@ -40,6 +42,7 @@ from urllib.parse import urlsplit
 
 from harness import RAW_TABLES, EndpointError, RepetitionResult, WorkerShare
 from passport._errors import SpecError
+from passport.run._clock_echo import ClockEcho, measure_offset
 from passport.run._recover import join_leftover_parts
 from passport.run._workers import WORKERS_DIR, Report, coordinate, merge_shards, worker_phase
 
@@ -116,6 +119,12 @@ def _actor_classes() -> tuple[Any, Any, Any]:
         def now_ns(self) -> int:
             return time.perf_counter_ns()
 
+        def clock_echo(self) -> tuple[str, int]:
+            """Start (once) this host's clock echo; its address."""
+            if not hasattr(self, "echo"):
+                self.echo = ClockEcho(str(ray.util.get_node_ip_address()))  # type: ignore[no-untyped-call]
+            return self.echo.address
+
         def node(self) -> str:
             return str(ray.get_runtime_context().get_node_id())
 
@@ -187,10 +196,13 @@ def _shard_bytes(folder: Path) -> dict[str, bytes]:
             if (folder / f"{name}.parquet").is_file()}
 
 
-def _clock(actor: Any) -> tuple[int, int]:
-    """(offset of the actor's clock from ours, its uncertainty), from the fastest round trip."""
+def _clock(actor: Any) -> tuple[int, int, str]:
+    """(offset of the actor's clock from ours, its uncertainty, how it was measured): round trips
+    to the actor's clock echo, or Ray calls where the echo cannot be reached."""
     import ray
 
+    with contextlib.suppress(OSError):
+        return (*measure_offset(ray.get(actor.clock_echo.remote())), "socket")
     best: tuple[int, int] | None = None
     for _ in range(_PROBES):
         sent = time.perf_counter_ns()
@@ -200,7 +212,7 @@ def _clock(actor: Any) -> tuple[int, int]:
         if best is None or sample[1] < best[1]:
             best = sample
     assert best is not None
-    return best
+    return (*best, "ray")
 
 
 class _Actors:
@@ -279,7 +291,7 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
         repetitions, reason = uvloop.run(coordinate(inputs, fleet))
     except ImportError:
         repetitions, reason = asyncio.run(coordinate(inputs, fleet))
-    after = [_clock(a) if k in fleet.reports else (before[k][0], -1) for k, a in enumerate(actors)]
+    after = [_clock(a) if k in fleet.reports else (before[k][0], -1, "") for k, a in enumerate(actors)]
     folder = Path(inputs.folder) / WORKERS_DIR
     for k, shard in fleet.shards.items():
         (folder / f"w{k}").mkdir(parents=True, exist_ok=True)
@@ -290,12 +302,12 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
         ray.kill(actor)
     clocks = []
     for k in range(workers):
-        (offset, uncertainty), (offset_after, uncertainty_after) = before[k], after[k]
+        (offset, uncertainty, via), (offset_after, uncertainty_after, _) = before[k], after[k]
         drift = abs(offset_after - offset) if uncertainty_after >= 0 else None
         bound = max(uncertainty, uncertainty_after) + (drift or 0)
         clocks.append({"worker": k, "node": nodes[k], "offset_ns": offset, "uncertainty_ns": uncertainty,
                        "offset_after_ns": offset_after if uncertainty_after >= 0 else None,
-                       "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None,
+                       "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None, "via": via,
                        "bounded": drift is not None and bound <= CLOCK_BOUND_NS})
     return repetitions, reason, {"clocks": clocks}
 

@@ -56,15 +56,19 @@ def test_ray_workers_on_two_nodes_give_one_passport_matching_a_single_process(
     assert workers["backend"] == "ray" and workers["count"] == 2 and workers["nodes"] == 2
     clocks = workers["clocks"]
     assert len({c["node"] for c in clocks}) == 2  # one actor on each node
-    for c in clocks:  # one machine: the true offset is 0, within what the round trips bound
-        assert c["bounded"] and abs(c["offset_ns"]) <= c["uncertainty_ns"] + 200_000
+    for c in clocks:  # one machine, one monotonic clock: the true offset is 0, within what the round trips bound
+        assert c["via"] == "socket" and c["bounded"], c
+        assert abs(c["offset_ns"]) <= c["uncertainty_ns"] and abs(c["offset_after_ns"]) <= c["uncertainty_after_ns"]
     rule = next(r for r in two["validity"]["rules"] if r["name"] == "clock_offsets")
     assert rule["status"] == "PASS"
     requests = pq.read_table(run / "requests.parquet").to_pandas()
     assert set(requests.worker) == {0, 1} and len(requests) == 100 and requests.request_id.is_unique
     assert two["protocol"]["schedule"]["sha256"] == one["protocol"]["schedule"]["sha256"]
-    for metric in ("ttft.any", "e2e"):  # the same server and schedule: within noise of one process
-        assert abs(two["results"]["metrics"][metric]["p50"] - one["results"]["metrics"][metric]["p50"]) < 0.003
+    for metric, scripted_s in (("ttft.any", 0.010), ("e2e", 0.010 + 7 * 0.003)):
+        # the same server and schedule: never under the simulator's scripted floor, and near one process
+        # (within a quarter, or 3 ms: a busy machine slows both, and the Ray run has more processes)
+        ray_p50, one_p50 = two["results"]["metrics"][metric]["p50"], one["results"]["metrics"][metric]["p50"]
+        assert ray_p50 >= scripted_s and abs(ray_p50 - one_p50) < max(0.003, 0.25 * one_p50), (metric, ray_p50, one_p50)
     assert run_cli("verify", str(run)).returncode == 0
 
 

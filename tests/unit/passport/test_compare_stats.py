@@ -1,0 +1,81 @@
+"""compare's statistics by hand and against scipy: Student's t, Welch's degrees of freedom, and
+time blocks that widen a run's error when the machine drifts within it (issue 28)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from passport.judge._stats import (
+    Estimate,
+    difference,
+    mean_estimate,
+    pooled_quantile_estimate,
+    quantile_estimate,
+    t_critical,
+    t_two_sided_p,
+)
+
+
+@pytest.mark.parametrize("df", [1, 2.5, 4, 9, 17.3, 120])
+@pytest.mark.parametrize("t", [0.0, 0.3, 1.0, 2.2, 5.0, 40.0])
+def test_students_t_matches_scipy(t: float, df: float) -> None:
+    assert t_two_sided_p(t, df) == pytest.approx(2 * stats.t.sf(t, df), rel=1e-9, abs=1e-300)
+    assert t_two_sided_p(-t, df) == t_two_sided_p(t, df)
+
+
+@pytest.mark.parametrize("df", [1, 4, 9, 30])
+def test_critical_t_matches_scipy(df: float) -> None:
+    assert t_critical(0.05, df) == pytest.approx(stats.t.ppf(0.975, df), rel=1e-9)
+
+
+def test_welch_difference_matches_scipy_from_block_means() -> None:
+    rng = np.random.default_rng(3)
+    a, b = rng.normal(10, 1, 10), rng.normal(11, 3, 8)
+    base = mean_estimate(float(a.mean()), float(a.std(ddof=1)), len(a))
+    other = mean_estimate(float(b.mean()), float(b.std(ddof=1)), len(b))
+    diff = difference(base, other)
+    expected = stats.ttest_ind(b, a, equal_var=False)
+    assert diff.value == pytest.approx(b.mean() - a.mean())
+    assert diff.p == pytest.approx(expected.pvalue, rel=1e-9)
+    assert diff.df == pytest.approx(expected.df, rel=1e-9)
+    low, high = diff.interval()
+    ci = expected.confidence_interval(0.95)
+    assert (low, high) == (pytest.approx(ci.low, rel=1e-9), pytest.approx(ci.high, rel=1e-9))
+
+
+def test_identical_constant_runs_differ_in_nothing_and_different_constants_certainly() -> None:
+    same = Estimate(0.003, 0.0, 9)
+    assert difference(same, same).p == 1.0
+    assert difference(same, Estimate(0.004, 0.0, 9)).p == 0.0
+
+
+def test_drift_within_a_run_widens_its_error_by_the_spread_of_its_blocks() -> None:
+    rng = np.random.default_rng(0)
+    steady = rng.normal(3.0, 0.1, 200)
+    # the same samples, the second half on a machine 10 % slower
+    drifting = steady * np.where(np.arange(200) < 100, 1.0, 1.1)
+    s, d = quantile_estimate(steady, 0.5), quantile_estimate(drifting, 0.5)
+    assert s is not None and d is not None and s.df == d.df == 9
+    # by hand: ten blocks of 20, the spread of their medians over sqrt(10)
+    medians = [np.median(block) for block in np.split(drifting, 10)]
+    assert d.se == pytest.approx(np.std(medians, ddof=1) / math.sqrt(10))
+    assert d.value == pytest.approx(np.median(drifting))
+    assert d.se > 5 * s.se
+
+
+def test_pooled_blocks_keep_each_requests_gaps_together() -> None:
+    groups = [np.full(3, float(i)) for i in range(12)]  # request i's gaps all equal i
+    est = pooled_quantile_estimate(groups, 0.5)
+    assert est is not None and est.df == 1  # 12 requests: two blocks of six
+    # block medians 2.5 and 8.5 (by hand): spread 4.2426, over sqrt(2)
+    assert est.value == pytest.approx(5.5)
+    assert est.se == pytest.approx(np.std([2.5, 8.5], ddof=1) / math.sqrt(2))
+
+
+def test_too_few_requests_for_two_blocks_give_no_estimate() -> None:
+    assert quantile_estimate(np.arange(11.0), 0.5) is None
+    assert pooled_quantile_estimate([np.ones(50)] * 11, 0.5) is None

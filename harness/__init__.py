@@ -45,6 +45,7 @@ from harness._redact import (
     strip_userinfo,
 )
 from harness._runner import (
+    START_LEAD_NS,
     PreparedRequest,
     ProgressSink,
     RepetitionResult,
@@ -111,6 +112,7 @@ __all__ = [
     "REQUESTS_SCHEMA",
     "RepetitionResult",
     "WorkerShare",
+    "START_LEAD_NS",
     "Runner",
     "SCHEDULE_SCHEMA",
     "SSEParser",

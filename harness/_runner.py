@@ -48,7 +48,7 @@ __all__ = ["PreparedRequest", "Runner", "RepetitionResult", "WorkerShare", "Prog
 
 _now = time.perf_counter_ns
 _MAX_CONNECT_FAILURES = 20  # in a row: the endpoint is gone; stop rather than spin on errors
-_LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so setup never lags it
+START_LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so setup never lags it
 _SPIN_NS = 1_000_000  # wake this early and yield-spin: uvloop timers have 1 ms granularity
 _RECORD_GUARD_NS = 3_000_000  # no record starts this close to an open-loop send
 _FLUSH_GUARD_NS = 15_000_000  # nor one that flushes a part
@@ -123,11 +123,13 @@ class WorkerShare:
     processes together send the one schedule; closed loop: its users are every `workers`-th user,
     its requests every `workers`-th sequence number), request ids interleaved so they stay unique,
     an open loop's in-flight cap split between the processes. `start(rep)` is awaited before
-    each repetition, so every worker starts it at once."""
+    each repetition, so every worker starts it at once; it returns the repetition's start time on
+    this host's clock when the workers share one (an open loop's deadlines are then that start
+    plus the schedule's offsets in every worker), or None for each to start on its own."""
 
     worker: int = 0
     workers: int = 1
-    start: Callable[[int], Awaitable[None]] | None = None
+    start: Callable[[int], Awaitable[int | None]] | None = None
 
     def part(self, total: int) -> int:
         """This worker's part of `total` (the first `total % workers` workers get one more)."""
@@ -238,13 +240,14 @@ class Runner:
             for rep in range(self._load.repetitions):
                 if self._stop.is_set():
                     break
+                start_ns = None
                 if self._share.start is not None:  # every worker starts the repetition together
-                    await self._share.start(rep)
+                    start_ns = await self._share.start(rep)
                     if self._stop.is_set():
                         break
                 result = RepetitionResult(rep)
                 if self._load.open_loop:
-                    await self._open_loop(result)
+                    await self._open_loop(result, start_ns)
                 else:
                     await self._closed_loop(result)
                 results.append(result)
@@ -550,11 +553,11 @@ class Runner:
         while _now() < deadline_ns and not self._stop.is_set():
             await asyncio.sleep(0)
 
-    async def _open_loop(self, result: RepetitionResult) -> None:
+    async def _open_loop(self, result: RepetitionResult, start_ns: int | None) -> None:
         share = self._share
         cap = share.part(self._load.concurrency) if self._load.concurrency else None
         slots = asyncio.Semaphore(cap) if cap else None
-        start_ns = _now() + _LEAD_NS
+        start_ns = start_ns if start_ns is not None else _now() + START_LEAD_NS
         offsets = self._offsets
 
         def release_slot(_task: asyncio.Task[None]) -> None:
@@ -573,7 +576,7 @@ class Runner:
                 drained.cancel()
                 if self._stop.is_set():
                     break
-                start_ns = max(start_ns, _now() + _LEAD_NS - int(offsets[seq]))
+                start_ns = max(start_ns, _now() + START_LEAD_NS - int(offsets[seq]))
                 warmups.clear()
             deadline = start_ns + int(offsets[seq])
             self._next_send_ns = deadline

@@ -1,14 +1,19 @@
-"""Shared fixtures: the simulated engine in its own process, the CLI as a subprocess, and the
+"""Shared fixtures: the simulated engine in its own process, the CLI (in a subprocess where it sends load), and the
 real engine's cached artifacts (built by scripts/setup.sh)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import signal
 import socket
 import ssl
 import subprocess
 import sys
 import time
+import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -83,11 +88,51 @@ def write_spec(tmp_path: Path) -> Callable[[dict[str, object]], Path]:
     return write
 
 
+# Commands that only read run folders (or print arithmetic) run in this process: a new interpreter
+# costs 1-5 s on a busy 2-core machine and tells these tests nothing more. Those that send load
+# (run, sweep, campaign, canary, probe, recover) keep a process of their own: signals, forked
+# workers, launched engines and an event loop of their own are part of what they test.
+IN_PROCESS = frozenset({"verify", "gate", "compare", "show", "export", "capacity", "workload"})
+
+
 def run_cli(*args: str, env: dict[str, str] | None = None, timeout_s: float = 180,
             cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
-    """`passport ARGS` in a subprocess, as a user runs it."""
+    """`passport ARGS` as a user runs it: its exit code, stdout and stderr."""
+    if args and args[0] in IN_PROCESS:
+        return _in_process(args, env, cwd)
     return subprocess.run([sys.executable, "-m", "passport.cli", *args], capture_output=True, text=True,
                           timeout=timeout_s, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def _in_process(args: tuple[str, ...], env: dict[str, str] | None, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`passport.cli.main(args)` with its own environment, working folder, streams and warning
+    filters (the interpreter's defaults, not this suite's warnings-as-errors), as a subprocess
+    would see them; an uncaught exception is a traceback on stderr and exit 1, as there."""
+    from passport.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_cwd, saved_term = dict(os.environ), os.getcwd(), signal.getsignal(signal.SIGTERM)
+    os.environ.update(env or {})
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), warnings.catch_warnings():
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            try:
+                code = main(list(args))
+            except SystemExit as exc:  # argparse's usage errors and --help
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=err)
+            except Exception:
+                traceback.print_exc(file=err)
+                code = 1
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        signal.signal(signal.SIGTERM, saved_term)
+    return subprocess.CompletedProcess(["passport", *args], code, out.getvalue(), err.getvalue())
 
 
 def only_run_dir(out: Path) -> Path:

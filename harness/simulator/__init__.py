@@ -11,7 +11,8 @@ Not a model: the text is `tok0 tok1 ...`, one token per chunk, and usage counts 
 Run it with `python -m harness.simulator --port 8001 --ttft-ms 50 --itl-ms 10`.
 """
 
+from harness.simulator._hog import cpu_hog
 from harness.simulator._server import FaultKind, SimConfig, serve, start_in_thread
 from harness.simulator._spawn import spawn
 
-__all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread", "spawn"]
+__all__ = ["FaultKind", "SimConfig", "cpu_hog", "serve", "start_in_thread", "spawn"]

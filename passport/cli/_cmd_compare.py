@@ -16,7 +16,8 @@ def add(sub: Any, epilog: str) -> None:
         "compare", help="check two or more runs are comparable, then show which differences are significant",
         description="Check the comparability invariants (model, precision, decoding, workload, load, window) "
                     "against the first run; if they hold, show each headline statistic side by side with a 95 %% "
-                    "bootstrap interval of the difference, its p-value and a verdict (faster, slower, higher, "
+                    "interval of the difference (each run's error from time blocks of its window, so drift within "
+                    "a run widens it), its p-value and a verdict (faster, slower, higher, "
                     "lower, no significant difference, too few samples), Holm-corrected across the statistics. "
                     "Exit 0 comparable, 1 not comparable.",
     )
@@ -26,9 +27,9 @@ def add(sub: Any, epilog: str) -> None:
     compare.add_argument("--alpha", type=float, default=0.05, metavar="A",
                          help="family-wise error rate of each comparison, Holm-corrected (default 0.05)")
     compare.add_argument("--min-effect", type=float, default=0.10, metavar="F",
-                         help="smallest relative difference called faster/slower (default 0.10: single runs do not "
-                              "measure run-to-run variance; lower it when runs have repetitions or you have "
-                              "measured that variance)")
+                         help="smallest relative difference called faster/slower (default 0.10: a level shift between "
+                              "two runs shows in no block of either; lower it when runs have repetitions or you "
+                              "have measured that variance)")
     compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
                          help="compare even though FIELD differs (model, precision, decoding, workload, load, "
                               "window); stated in the output")

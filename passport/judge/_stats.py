@@ -9,10 +9,13 @@
   run's sampling error (within-run bootstraps were overconfident: 9 of 20 A/A pairs were called on
   a quiet 2-core machine). Each run's window is cut into up to ten consecutive blocks in send
   order (`BLOCKS`, at least `MIN_PER_BLOCK` requests each) and the statistic is taken in every
-  block: its standard error is the spread of the block values over the square root of their
-  number (batch means). Drift within a run widens the spread, and with it the interval: the run
-  is treated as a sample of the machine's states, and so is the next run. Throughput is a rate
-  over time: its blocks are equal time slices (with 2+ repetitions in each run, the repetitions).
+  block. The run's variance is the batch-means variance (the spread of the block values over
+  their number) plus a drift variance: how much more the block values spread than sampling within
+  a block explains (each block's own sampling variance from resampling its requests). Without
+  drift that term is zero and the test is as sharp as batch means; with drift, the next run may
+  sit anywhere this run's blocks sat, and a difference smaller than that is not evidence.
+  Throughput is a rate over time: its blocks are equal time slices (batch means; with 2+
+  repetitions in each run, the repetitions).
 - **Few blocks, honest tails.** The difference of two runs is tested with Welch's t on the
   blocks' degrees of freedom (Student's t, not the normal: ten blocks are few), two-sided.
 - **Many metrics.** Each comparison's tests are corrected together with Holm's step-down method
@@ -42,6 +45,9 @@ __all__ = ["min_samples", "slice_rates", "holm", "Test", "Estimate", "quantile_e
 
 BLOCKS = 10  # time blocks per run, at most
 MIN_PER_BLOCK = 6  # requests per block, at least (a block's median then has a distribution-free interval)
+_RESAMPLES = 100  # bootstrap draws of a block's statistic, for its sampling variance alone
+_CAP = 2_000  # requests per block resampled, at most (the variance scaled to the block's size)
+_SEED = 0  # the same runs always give the same figures
 
 
 @cache
@@ -65,31 +71,62 @@ class Estimate:
     df: int
 
 
-def _blocks(n: int) -> int:
-    return min(BLOCKS, n // MIN_PER_BLOCK)
+def _bounds(n: int) -> np.ndarray | None:
+    """Edges of up to `BLOCKS` consecutive blocks of n items in send order; None below two."""
+    blocks = min(BLOCKS, n // MIN_PER_BLOCK)
+    return np.linspace(0, n, blocks + 1).astype(int) if blocks >= 2 else None
+
+
+def _estimate(value: float, per_block: np.ndarray, within: np.ndarray) -> Estimate:
+    """A run's estimate from its blocks: the batch-means variance (spread of the block values over
+    their number) plus the drift variance, the spread of the block values beyond what sampling
+    within a block explains (`within`: each block value's own sampling variance). Without drift
+    the second term is zero; with it, the next run may sit anywhere this run's blocks sat."""
+    blocks = len(per_block)
+    spread = float(np.var(per_block, ddof=1))
+    drift = max(0.0, spread - float(np.mean(within)))
+    return Estimate(value, math.sqrt(spread / blocks + drift), blocks - 1)
+
+
+def _rng() -> np.random.Generator:
+    return np.random.default_rng(_SEED)
 
 
 def quantile_estimate(values: np.ndarray, q: float) -> Estimate | None:
     """Quantile q of one value per request (in send order), its error from the quantile of each
     time block; None with fewer than two blocks' worth of requests."""
-    blocks = _blocks(len(values))
-    if blocks < 2:
+    bounds = _bounds(len(values))
+    if bounds is None:
         return None
-    per_block = np.array([np.quantile(part, q) for part in np.array_split(values, blocks)])
-    return Estimate(float(np.quantile(values, q)), float(np.std(per_block, ddof=1) / math.sqrt(blocks)), blocks - 1)
+    rng = _rng()
+    parts = [values[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    per_block = np.array([np.quantile(part, q) for part in parts])
+    within = np.array([np.var(np.quantile(part[rng.integers(0, len(part), (_RESAMPLES, min(len(part), _CAP)))], q,
+                                          axis=1), ddof=1) * min(len(part), _CAP) / len(part) for part in parts])
+    return _estimate(float(np.quantile(values, q)), per_block, within)
+
+
+def _pooled_within(groups: list[np.ndarray], q: float, rng: np.random.Generator) -> float:
+    """Sampling variance of the pooled quantile of a block of whole requests, resampling them
+    (past `_CAP` requests, of a sample of `_CAP`, scaled)."""
+    taken = min(len(groups), _CAP)
+    draws = [np.quantile(np.concatenate([groups[i] for i in rng.integers(0, len(groups), taken)]), q)
+             for _ in range(_RESAMPLES)]
+    return float(np.var(draws, ddof=1)) * taken / len(groups)
 
 
 def pooled_quantile_estimate(groups: list[np.ndarray], q: float) -> Estimate | None:
     """Quantile q of the pooled values of requests (each a group, e.g. its chunk gaps, in send
     order), its error from the pooled quantile of each time block of whole requests; None with
     fewer than two blocks' worth of requests."""
-    blocks = _blocks(len(groups))
-    if blocks < 2:
+    bounds = _bounds(len(groups))
+    if bounds is None:
         return None
-    bounds = np.linspace(0, len(groups), blocks + 1).astype(int)
-    per_block = np.array([np.quantile(np.concatenate(groups[lo:hi]), q) for lo, hi in zip(bounds[:-1], bounds[1:])])
-    return Estimate(float(np.quantile(np.concatenate(groups), q)),
-                    float(np.std(per_block, ddof=1) / math.sqrt(blocks)), blocks - 1)
+    rng = _rng()
+    parts = [groups[lo:hi] for lo, hi in zip(bounds[:-1], bounds[1:])]
+    per_block = np.array([np.quantile(np.concatenate(part), q) for part in parts])
+    within = np.array([_pooled_within(part, q, rng) for part in parts])
+    return _estimate(float(np.quantile(np.concatenate(groups), q)), per_block, within)
 
 
 def mean_estimate(value: float, std: float, n: int) -> Estimate:

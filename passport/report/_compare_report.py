@@ -38,7 +38,7 @@ def comparison_blocks(c: Comparison) -> list[Block]:
     blocks += [Heading("Comparability invariants"), Table(["invariant", "state"] + [r.name for r in c.runs], rows)]
     for other, metrics in zip(c.runs[1:], c.metrics):
         blocks += [Heading(f"{other.name} against {c.runs[0].name}"),
-                   Para("Difference: other minus first, with the bootstrap's 95 % interval and two-sided p-value. "
+                   Para("Difference: other minus first, with its 95 % interval and two-sided p-value. "
                         + method_line(c)),
                    Table(["metric", "first", "other", "difference", "95 % interval", "p", "verdict"],
                          [_row(m) for m in metrics])]

@@ -145,8 +145,9 @@ def _actor_classes() -> tuple[Any, Any, Any]:
                           part.t0_ns + offset_ns)  # the run's clock, on this host
             self.folder = Path(tempfile.mkdtemp(prefix=f"passport-w{worker}-"))
 
-            async def start(rep: int) -> None:
+            async def start(rep: int) -> None:  # hosts' clocks differ: each starts on its own at the release
                 await barrier.wait.remote(rep)
+                return None
 
             async def stopped() -> bool:
                 return bool(await control.stopped.remote())

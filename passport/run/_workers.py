@@ -8,8 +8,10 @@ timing, each with its own uvloop, connections and recorder shard (`workers/w<k>/
   split between them;
 - closed loop: worker k runs users k, k+N, ... and takes sequence numbers k, k+N, ...; a session
   stays on the worker that started it;
-- every repetition starts when every worker is ready for it (a barrier; the workers then start
-  within the barrier's wake-up skew, well under a millisecond here);
+- every repetition starts when every worker is ready for it (a barrier, whose release stamps one
+  start time `START_LEAD_NS` ahead: an open loop's deadlines are that start plus the schedule's
+  offsets in every worker, so a slow wake-up on a busy machine shows as dispatch lag, never as a
+  shifted schedule);
 - request ids interleave (id x N + k), so they stay unique; each worker samples its own CPU
   share and loop lag.
 This process stays the coordinator: engine watch, server telemetry, canaries under load and the
@@ -37,7 +39,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from multiprocessing.sharedctypes import SynchronizedArray
+from multiprocessing.sharedctypes import Synchronized, SynchronizedArray
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -48,6 +50,7 @@ import pyarrow.parquet as pq
 
 from harness import (
     RAW_TABLES,
+    START_LEAD_NS,
     TELEMETRY_SCHEMA,
     ClientMonitor,
     ProgressSink,
@@ -69,11 +72,13 @@ _CONTEXT = multiprocessing.get_context("fork")
 
 @dataclass
 class _Shared:
-    """What the processes share: a stop flag, the repetition barrier, each worker's progress
-    counters (done, in flight, errors) and the workers' reports."""
+    """What the processes share: a stop flag, the repetition barrier, the repetition's start time
+    (set by the barrier's action as it releases everyone), each worker's progress counters (done,
+    in flight, errors) and the workers' reports."""
 
     stop: Any  # multiprocessing.Event
     barrier: Any  # multiprocessing.Barrier
+    start_ns: Synchronized[int]
     counters: SynchronizedArray[int]
     reports: Any  # multiprocessing.Queue of (worker, repetitions, stop reason)
 
@@ -153,11 +158,13 @@ def _worker_main(inputs: Any, worker: int, workers: int, shared: _Shared, parent
         folder = Path(inputs.folder) / WORKERS_DIR / f"w{worker}"
         folder.mkdir(parents=True, exist_ok=True)
 
-        async def start(rep: int) -> None:
+        async def start(rep: int) -> int | None:
             try:
                 await asyncio.to_thread(shared.barrier.wait)
             except threading.BrokenBarrierError:
                 shared.stop.set()  # another worker stopped before the repetition started
+                return None
+            return int(shared.start_ns.value)
 
         async def stopped() -> bool:
             return bool(shared.stop.is_set())
@@ -337,7 +344,12 @@ def combine_reports(reports: dict[int, Report], reasons: list[str]) -> tuple[lis
 
 def run_with_workers(inputs: Any, workers: int) -> tuple[list[RepetitionResult], str | None]:
     """Fork the workers, coordinate them on this process's event loop, merge their shards."""
-    shared = _Shared(stop=_CONTEXT.Event(), barrier=_CONTEXT.Barrier(workers),
+    start_ns = _CONTEXT.Value("q", 0, lock=False)
+
+    def stamp_start() -> None:  # run by one worker as the barrier releases them all; every host clock is one here
+        start_ns.value = time.perf_counter_ns() + START_LEAD_NS
+
+    shared = _Shared(stop=_CONTEXT.Event(), barrier=_CONTEXT.Barrier(workers, action=stamp_start), start_ns=start_ns,
                      counters=_CONTEXT.Array("q", 3 * workers, lock=False), reports=_CONTEXT.Queue())
     (Path(inputs.folder) / WORKERS_DIR).mkdir(exist_ok=True)
     processes = []

@@ -50,6 +50,9 @@ __all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
 
 CLOCK_BOUND_NS = 1_000_000  # an offset uncertain (or moving) by more than this is not bounded
 _PROBES = 16
+# A task that fetches a dead worker's rows starts a fresh Ray worker process on its host, which beside a CPU
+# hog on two cores may take more than the 30 s once allowed. The run is over by then; its records are worth it.
+_SALVAGE_TIMEOUT_S = 120
 
 
 def _reachable(address: str) -> None:
@@ -243,7 +246,7 @@ class _Actors:
                 with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
                     salvage = ray.remote(num_cpus=0)(_salvage).options(
                         scheduling_strategy=NodeAffinitySchedulingStrategy(self.nodes[k], soft=False))
-                    self.shards[k] = ray.get(salvage.remote(k), timeout=30)
+                    self.shards[k] = ray.get(salvage.remote(k), timeout=_SALVAGE_TIMEOUT_S)
 
     def poll(self, reasons: list[str], elapsed_s: float) -> bool:
         import ray

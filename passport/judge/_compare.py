@@ -55,7 +55,7 @@ _QUANTILES = (("p50", 0.50), ("p99", 0.99))
 
 @dataclass
 class MetricComparison:
-    """One metric statistic of one run against the first: values, difference, its bootstrap
+    """One metric statistic of one run against the first: values, difference, its 95 %
     interval, the two-sided p-value, and the verdict after the family-wise correction."""
 
     metric: str

@@ -1,5 +1,6 @@
 """The simulated engine (`python -m harness.simulator`): owned_by `passport-sim`; honours
-ignore_eos, has no prefix cache, serves Prometheus /metrics and POST /tokenize (words)."""
+ignore_eos; a prefix cache only when started with --prefix-cache (reset as vLLM's, by POST
+/reset_prefix_cache); serves Prometheus /metrics and POST /tokenize (words)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,11 @@ def _probe(p: ProbeContext) -> None:
     p.put("engine.version", "passport-simulator", "/v1/models owned_by")
 
 
-def _no_cache(control: ControlClient, run_id: str, params: dict[str, Any]) -> PrefixCacheRecord:
-    return {"enforced": True, "method": "none needed: the simulated engine has no prefix cache"}
+def _reset(control: ControlClient, run_id: str, params: dict[str, Any]) -> PrefixCacheRecord:
+    answer = control.request("POST", "/reset_prefix_cache")
+    if answer is not None and answer.status_code == 200:
+        return {"enforced": True, "method": "POST /reset_prefix_cache"}
+    return {"enforced": True, "method": "none needed: the simulated engine runs without a prefix cache"}
 
 
 PROFILE = EngineProfile(
@@ -25,7 +29,7 @@ PROFILE = EngineProfile(
     owned_by=("passport-sim",),
     probe=_probe,
     ignore_eos=True,
-    reset_prefix_cache=_no_cache,
+    reset_prefix_cache=_reset,
     prometheus_path="/metrics",
     tokenize=ANY_TOKENIZE,
 )

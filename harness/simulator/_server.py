@@ -49,6 +49,10 @@ class SimConfig:
     `huge_event` (one event of `huge_event_mib` MiB), `echo_auth` (401 quoting the request's
     Authorization header), `huge_headers` (a 200 whose header block never ends); `endless_path`:
     a GET of that path answers with a body that never ends.
+    `prefix_cache`: a prompt seen before (with the same `cache_salt`, vLLM's field) is served
+    from a cache: usage reports all its tokens but the last as `prompt_tokens_details.
+    cached_tokens` and its first token comes after `cached_ttft_factor` of the scripted TTFT;
+    POST /reset_prefix_cache (vLLM's) empties it. Without it, that path answers 404.
     POST /tokenize (llama.cpp's `content` or vLLM's `prompt`) counts
     whitespace-separated words, as prompt_tokens does; an image part (a PNG data URL) counts one
     token per 28x28 patch of the size its header declares (as vision encoders charge), so a test
@@ -77,6 +81,8 @@ class SimConfig:
     ignore_formats: bool = False
     huge_event_mib: int = 32
     endless_path: str | None = None
+    prefix_cache: bool = False
+    cached_ttft_factor: float = 0.2
     die_after: int | None = None  # the process exits (code 3) on receiving this many generation requests
 
 
@@ -90,6 +96,7 @@ class _State:
         self.waiting = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.cached: set[bytes] = set()  # prompts (with their salt) the prefix cache holds
 
     def metrics_text(self) -> bytes:
         capacity = self.config.slots or 64
@@ -176,6 +183,7 @@ class _Answer:
     include_usage: bool
     fault: str | None
     recv_ns: int
+    cached_tokens: int = 0
 
 
 class _SimProtocol(asyncio.Protocol):
@@ -250,6 +258,9 @@ class _SimProtocol(asyncio.Protocol):
                 payload = {"object": "list", "data": [
                     {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}
                 self._write_simple(200, orjson.dumps(payload))
+            elif method == b"POST" and path == b"/reset_prefix_cache" and self.state.config.prefix_cache:
+                self.state.cached.clear()
+                self._write_simple(200, b"{}")
             elif method == b"POST" and path == b"/tokenize":
                 try:
                     req = orjson.loads(body)
@@ -332,7 +343,13 @@ class _SimProtocol(asyncio.Protocol):
         prompt_tokens = (len(str(req.get("prompt", "")).split()) if not chat
                          else sum(_message_tokens(m) for m in req.get("messages", []) if isinstance(m, dict)))
         include_usage = bool((req.get("stream_options") or {}).get("include_usage")) and cfg.usage_in_stream
-        return _Answer(chat, f"sim-{n}", n_tokens, finish, reply, prompt_tokens, include_usage, fault, recv_ns)
+        cached = 0
+        if cfg.prefix_cache:
+            key = orjson.dumps([req.get("cache_salt"), req.get("prompt"), req.get("messages")])
+            cached = max(0, prompt_tokens - 1) if key in state.cached else 0
+            state.cached.add(key)
+        return _Answer(chat, f"sim-{n}", n_tokens, finish, reply, prompt_tokens, include_usage, fault, recv_ns,
+                       cached)
 
     async def _pour(self, data: bytes, framed: bool = True) -> None:
         """Write `data` (as a body chunk unless not `framed`), waiting while the client's socket is full."""
@@ -389,7 +406,8 @@ class _SimProtocol(asyncio.Protocol):
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms)
+        deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms) * (
+            cfg.cached_ttft_factor if a.cached_tokens else 1.0)
         obj = "chat.completion.chunk" if a.chat else "text_completion"
         if a.chat:  # role-only first chunk, as real engines send
             self._send_event({"id": a.rid, "object": obj, "choices": [
@@ -412,7 +430,7 @@ class _SimProtocol(asyncio.Protocol):
             event: dict[str, Any] = {"id": a.rid, "object": obj, "choices": [choice],
                                      "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": i}}
             if not a.chat and last and a.include_usage:
-                event["usage"] = self._usage(a.prompt_tokens, a.n_tokens)
+                event["usage"] = self._usage(a.prompt_tokens, a.n_tokens, a.cached_tokens)
             self._send_event(event)
             state.generation_tokens += 1
             deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
@@ -421,13 +439,15 @@ class _SimProtocol(asyncio.Protocol):
                 {"index": 0, "delta": {}, "finish_reason": a.finish}]})
             if a.include_usage:
                 self._send_event({"id": a.rid, "object": obj, "choices": [],
-                                  "usage": self._usage(a.prompt_tokens, a.n_tokens)})
+                                  "usage": self._usage(a.prompt_tokens, a.n_tokens, a.cached_tokens)})
         self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
 
-    @staticmethod
-    def _usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
-        return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens}
+    def _usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                                 "total_tokens": prompt_tokens + completion_tokens}
+        if self.state.config.prefix_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached_tokens}
+        return usage
 
     def _send_event(self, event: dict[str, Any]) -> None:
         if self.transport is not None and not self.closed:

@@ -14,12 +14,14 @@ __all__ = ["add", "main"]
 def add(sub: Any, epilog: str) -> None:
     compare = sub.add_parser(
         "compare", help="check two or more runs are comparable, then show which differences are significant",
-        description="Check the comparability invariants (model, precision, decoding, workload, load, window) "
-                    "against the first run; if they hold, show each headline statistic side by side with a 95 %% "
-                    "interval of the difference (each run's error from time blocks of its window, so drift within "
-                    "a run widens it), its p-value and a verdict (faster, slower, higher, "
-                    "lower, no significant difference, too few samples), Holm-corrected across the statistics. "
-                    "Exit 0 comparable, 1 not comparable.",
+        description="Check the comparability invariants against the first run (model, precision, decoding, "
+                    "workload, load, window; cache: the declared prefix-cache policy and the measured share of "
+                    "prompt tokens served from the cache, within 10 points; validity: every run VALID) and list "
+                    "every identity and protocol field whose value differs; if the invariants hold, show each "
+                    "headline statistic side by side with the interval of the difference and its p-value, both "
+                    "Holm-corrected across the statistics (each run's error from time blocks of its window, so "
+                    "drift within a run widens it), and a verdict (faster, slower, higher, lower, no significant "
+                    "difference, too few samples). Exit 0 comparable, 1 not comparable.",
     )
     compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
     compare.add_argument("--report", type=Path, metavar="DIR",
@@ -32,7 +34,7 @@ def add(sub: Any, epilog: str) -> None:
                               "have measured that variance)")
     compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
                          help="compare even though FIELD differs (model, precision, decoding, workload, load, "
-                              "window); stated in the output")
+                              "window, cache, validity); stated in the output")
 
 
 def main(args: argparse.Namespace) -> ExitCode:

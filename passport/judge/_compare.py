@@ -1,10 +1,16 @@
 """`passport compare A B [C ...]`: are runs comparable, and which differences are real?
 
-First the six invariants of DESIGN.md ("Comparability"), each compared against the first run:
-model (artifact hash when both runs have one, else model id), weight and KV precision, decoding
-parameters, workload (its hash: same lengths and prompts), load (schedule hash and pattern), and
-window (warm-up, measurement, repetitions). Any difference makes the runs "not comparable",
-unless the field is allowed (`--allow FIELD`), which the output states.
+First the invariants of DESIGN.md ("Comparability"), each compared against the first run: model
+(artifact hash when both runs have one, else model id), weight and KV precision, decoding
+parameters, workload (its hash: same lengths and prompts), load (schedule hash and pattern),
+window (warm-up, measurement, repetitions), cache (the declared prefix-cache policy, and the
+measured share of prompt tokens served from the cache within `CACHE_TOLERANCE`: a repeated run
+served from the cache the first one filled is not the same measurement) and validity (every run
+VALID: an INVALID or INCOMPLETE run's figures are not a measurement of the declared protocol).
+Any of them broken makes the runs "not comparable", unless the field is allowed (`--allow
+FIELD`), which the output states. Beside them, every identity and protocol field whose value
+differs between the runs (slots, KV tokens, launch flags, build, cache method...), so what
+differs is named even where no invariant covers it.
 
 Then, for each headline latency, the p50 and p99 of each run and their difference (other minus
 the first), and the throughputs, each tested as `_stats.py` describes: percentiles only with
@@ -12,12 +18,14 @@ enough samples, each run's error from the spread of the statistic over time bloc
 machine's drift within a run widens it), Welch's t, Holm's correction across every statistic of
 the comparison, and a minimum effect below which a difference is not called. A verdict is
 "faster"/"slower" (latency) or "higher"/"lower" (rates) only when the difference survives all of
-that. Caveats: a different prefix-cache policy, canary status or verdict.
+that. The p-value shown is Holm-adjusted and the interval is at the level Holm tested it at, so
+a shown interval excludes zero exactly when the p is under alpha and the verdict names a
+difference (the uncorrected p stays in `MetricComparison.p_raw`). Caveats: canary status.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +36,7 @@ from passport.audit import per_request_samples, read_run, requests_meeting
 from passport.judge._stats import (
     BLOCKS,
     MIN_PER_BLOCK,
+    Difference,
     Estimate,
     Test,
     difference,
@@ -40,10 +49,14 @@ from passport.judge._stats import (
 )
 from passport.model import Passport, read_passport
 
-__all__ = ["INVARIANTS", "Comparison", "MetricComparison", "compare_runs", "invariant_values", "render_comparison",
-           "format_value", "method_line", "MIN_EFFECT"]
+__all__ = ["INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs", "invariant_values",
+           "invariant_text", "field_values", "render_comparison", "format_value", "format_p", "format_interval",
+           "method_line", "MIN_EFFECT"]
 
-INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
+INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window", "cache", "validity")
+# The largest difference in the share of prompt tokens served from the prefix cache that still
+# counts as the same cache state (absolute; 0.94 against 0.01 is not, 0.03 against 0.01 is).
+CACHE_TOLERANCE = 0.10
 _CACHE_FIELDS = ("cache_salt", "cache_prompt")  # prefix-cache control, compared as a caveat instead
 LATENCIES = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e")
 # A level shift between two runs that neither run's blocks show cannot be measured from two runs
@@ -55,16 +68,19 @@ _QUANTILES = (("p50", 0.50), ("p99", 0.99))
 
 @dataclass
 class MetricComparison:
-    """One metric statistic of one run against the first: values, difference, its 95 %
-    interval, the two-sided p-value, and the verdict after the family-wise correction."""
+    """One metric statistic of one run against the first: values, difference, its interval at
+    `level` (the level Holm's correction tested it at; None: not tested), the Holm-adjusted
+    two-sided p (`p_raw`: before the correction), and the verdict after the correction."""
 
     metric: str
     stat: str
     base: float | None
     other: float | None
-    ci95: tuple[float, float] | None
+    ci: tuple[float, float] | None
     verdict: str
     p: float | None = None
+    p_raw: float | None = None
+    level: float | None = None
 
 
 @dataclass(frozen=True)
@@ -72,12 +88,14 @@ class Comparison:
     """The comparison of every run against the first, with the settings its verdicts used."""
 
     runs: list[Path]
-    differences: dict[str, list[Any]]  # invariant -> value per run, for those that differ
+    differences: dict[str, list[Any]]  # invariant -> value per run, for those broken
     allowed: list[str]
     metrics: list[list[MetricComparison]]  # per other run
     caveats: list[str]
     alpha: float = 0.05
     min_effect: float = 0.10
+    values: dict[str, list[Any]] = field(default_factory=dict)  # invariant -> value per run, every one
+    fields: dict[str, list[Any]] = field(default_factory=dict)  # identity/protocol field -> value per run, differing
 
     @property
     def comparable(self) -> bool:
@@ -89,6 +107,16 @@ def _reject_policy(load: dict[str, Any]) -> dict[str, Any]:
     in passports from before the policy existed."""
     policy: dict[str, Any] = load.get("on_reject") or {"retry": "none"}
     return policy if policy.get("retry") != "none" else {"retry": "none"}
+
+
+def cache_hit_rate(p: Passport) -> float | None:
+    """The share of prompt tokens served from the prefix cache: as usage reported them, else
+    the server's counters; None when neither said."""
+    usage = p.results.prefix_cache_usage or {}
+    share = usage.get("share_of_prompt_tokens")
+    if share is None and p.results.server is not None:
+        share = p.results.server.prefix_cache_hit_rate
+    return None if share is None else float(share)
 
 
 def invariant_values(p: Passport) -> dict[str, Any]:
@@ -105,7 +133,61 @@ def invariant_values(p: Passport) -> dict[str, Any]:
                  "on_reject": _reject_policy(load)},
         "window": {"warmup": {"requests": load["warmup"]["requests"], "barrier": bool(load["warmup"].get("barrier"))},
                    "measure": load["measure"], "repetitions": load["repetitions"]},
+        "cache": {"policy": p.protocol.prefix_cache.get("policy") or p.protocol.prefix_cache.get("declared"),
+                  "hit_rate": cache_hit_rate(p)},
+        "validity": p.verdict,
     }
+
+
+def _broken(name: str, values: list[Any]) -> bool:
+    """Whether invariant `name` breaks across the runs (each against the first)."""
+    if name == "validity":
+        return any(v != "VALID" for v in values)
+    if name == "cache":
+        first = values[0]
+        return any(v["policy"] != first["policy"] or (
+            v["hit_rate"] is not None and first["hit_rate"] is not None
+            and abs(v["hit_rate"] - first["hit_rate"]) > CACHE_TOLERANCE) for v in values[1:])
+    return any(v != values[0] for v in values[1:])
+
+
+def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(f"{prefix}.{key}", item, out)
+    else:
+        out[prefix] = value
+
+
+# Fields that differ in every run and say nothing about what was measured.
+_RUN_ONLY = ("spec.name",)
+
+
+def field_values(p: Passport) -> dict[str, Any]:
+    """Every identity field, the effective spec, the prefix-cache record and its measured hit
+    rate, the harness and worker count of one passport, flattened to dotted names."""
+    out: dict[str, Any] = {}
+    for key, sourced in p.identity.items():
+        _flatten(f"identity.{key}", sourced.value, out)
+    _flatten("spec", p.protocol.effective, out)
+    _flatten("prefix_cache", p.protocol.prefix_cache, out)
+    rate = cache_hit_rate(p)
+    out["prefix_cache.hit_rate"] = None if rate is None else round(rate, 4)
+    _flatten("request_params", p.protocol.request_params, out)
+    out["harness.version"] = p.protocol.harness.version
+    out["harness.git_revision"] = p.protocol.harness.git_revision
+    out["workers"] = (p.protocol.workers or {}).get("count", 1)
+    for key in _RUN_ONLY:
+        out.pop(key, None)
+    return out
+
+
+def differing_fields(passports: list[Passport]) -> dict[str, list[Any]]:
+    """Each field (see `field_values`) whose value is not the same in every run."""
+    values = [field_values(p) for p in passports]
+    names = sorted({k for v in values for k in v})
+    return {name: [v.get(name) for v in values] for name in names
+            if any(v.get(name) != values[0].get(name) for v in values[1:])}
 
 
 @dataclass(frozen=True)
@@ -169,9 +251,16 @@ def _latency(metric: str, base: _Samples, other: _Samples) -> list[tuple[MetricC
     return rows
 
 
+@dataclass
+class _Tested(Test):
+    """A test that keeps its difference, for the interval at the level the correction sets."""
+
+    diff: Difference | None = None
+
+
 def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[MetricComparison, Test]:
     diff = difference(base, other)
-    return MetricComparison(metric, stat, base.value, other.value, diff.interval(), "", diff.p), Test(diff.p)
+    return MetricComparison(metric, stat, base.value, other.value, None, "", None, diff.p), _Tested(diff.p, diff=diff)
 
 
 def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples,
@@ -212,7 +301,8 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
     rows += [_rate(metric, base_p, other_p, base, other) for metric in rates]
     holm([t for _, t in rows if t is not None], alpha)
     for m, t in rows:
-        if t is not None:
+        if isinstance(t, _Tested) and t.diff is not None and t.level is not None:
+            m.p, m.level, m.ci = t.p_adjusted, t.level, t.diff.interval(t.level)
             m.verdict = _verdict(m, t, min_effect)
     return [m for m, _ in rows]
 
@@ -226,22 +316,15 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: floa
     if unknown:
         raise PassportError(f"--allow {unknown[0]!r}: not a comparability field; use one of {', '.join(INVARIANTS)}")
     passports = [read_passport(run) for run in runs]
-    values = [invariant_values(p) for p in passports]
-    differences = {name: [v[name] for v in values] for name in INVARIANTS
-                   if any(v[name] != values[0][name] for v in values[1:])}
+    per_run = [invariant_values(p) for p in passports]
+    values = {name: [v[name] for v in per_run] for name in INVARIANTS}
+    differences = {name: seen for name, seen in values.items() if _broken(name, seen)}
     caveats = []
-    facts: dict[str, list[str]] = {
-        "prefix cache": [str(p.protocol.prefix_cache.get("declared")) for p in passports],
-        "canaries": [p.validity.canaries.status for p in passports],
-        "verdict": [p.verdict for p in passports],
-    }
-    for label, seen in facts.items():
-        if len(set(seen)) > 1:
-            caveats.append(f"{label} differs: " + ", ".join(f"{r.name}={s}" for r, s in zip(runs, seen)))
-    invalid = [r.name for r, p in zip(runs, passports) if p.verdict != "VALID"]
-    if invalid:
-        caveats.append("not VALID: " + ", ".join(invalid))
-    comparison = Comparison(runs, differences, allowed, [], caveats, alpha, min_effect)
+    canaries = [p.validity.canaries.status for p in passports]
+    if len(set(canaries)) > 1:
+        caveats.append("canaries differ: " + ", ".join(f"{r.name}={s}" for r, s in zip(runs, canaries)))
+    comparison = Comparison(runs, differences, allowed, [], caveats, alpha, min_effect, values,
+                            differing_fields(passports))
     if comparison.comparable:
         for i in range(1, len(runs)):
             comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], alpha, min_effect))
@@ -251,9 +334,11 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: floa
 def method_line(c: Comparison) -> str:
     """How the verdicts were reached, in one line under each table."""
     return (f"Verdicts: Holm-corrected across the {len(c.metrics[0]) if c.metrics else 0} statistics at a "
-            f"family-wise error rate of {c.alpha:.0%}; each run's error from up to {BLOCKS} time blocks of its "
-            f"window (the machine's drift widens it), Welch's t, two-sided p; differences under {c.min_effect:.0%} "
-            "of the first run are not called (a level shift between two runs is not measured by either).")
+            f"family-wise error rate of {c.alpha:.0%}: p is Holm-adjusted and each interval is at the level Holm "
+            "tested its statistic at, so it excludes zero exactly when p is under the rate; each run's error from "
+            f"up to {BLOCKS} time blocks of its window (the machine's drift widens it), Welch's t, two-sided; "
+            f"differences under {c.min_effect:.0%} of the first run are not called (a level shift between two runs "
+            "is not measured by either).")
 
 
 def format_value(metric: str, value: float | None) -> str:
@@ -262,17 +347,62 @@ def format_value(metric: str, value: float | None) -> str:
     return f"{value:.2f}" if metric.startswith(("throughput", "goodput")) else f"{value * 1000:.2f} ms"
 
 
+def format_p(p: float | None) -> str:
+    return "—" if p is None else ("<0.0001" if p < 1e-4 else f"{p:.4f}")
+
+
+def format_interval(m: MetricComparison) -> str:
+    if m.ci is None or m.level is None:
+        return "—"
+    return f"[{format_value(m.metric, m.ci[0])}, {format_value(m.metric, m.ci[1])}] {m.level:.1%}"
+
+
+def _short(value: Any, width: int = 48) -> str:
+    text = "—" if value is None else str(value)
+    if len(text) == 64 and all(ch in "0123456789abcdef" for ch in text):
+        text = text[:12]  # a sha256
+    return text if len(text) <= width else text[:width - 1] + "…"
+
+
+def invariant_text(name: str, value: Any) -> str:
+    """One invariant's value for one run, as the tables show it."""
+    if name == "cache":
+        rate = value["hit_rate"]
+        return f"{value['policy']}, " + ("hit rate not reported" if rate is None else f"{rate:.1%} of prompt tokens "
+                                                                                       "cached")
+    if name in ("precision", "decoding") and isinstance(value, dict):
+        shown = ", ".join(f"{k}={v}" for k, v in value.items() if v is not None)
+        return shown or "not reported"
+    if name == "window" and isinstance(value, dict):
+        measure = {k: v for k, v in value["measure"].items() if v is not None}
+        return (f"warm-up {value['warmup']['requests']}{' (barrier)' if value['warmup']['barrier'] else ''}, "
+                f"measure {', '.join(f'{k} {v}' for k, v in measure.items())}, repetitions {value['repetitions']}")
+    if name == "load" and isinstance(value, dict):
+        return f"{value['pattern']}, schedule {_short(value['schedule'])}, retry {value['on_reject'].get('retry')}"
+    return _short(value, 120)
+
+
 def render_comparison(c: Comparison) -> list[str]:
-    """The comparison as text lines: invariants, then one table per other run, then caveats."""
+    """The comparison as text lines: invariants, fields that differ, then one table per other
+    run, then caveats."""
     fmt = format_value
     lines = []
     for name in INVARIANTS:
+        seen = c.values.get(name) or []
         if name in c.differences:
             state = "ALLOWED" if name in c.allowed else "DIFFERS"
-            shown = " | ".join(f"{r.name}: {v}" for r, v in zip(c.runs, c.differences[name]))
+            shown = " | ".join(f"{r.name}: {invariant_text(name, v)}" for r, v in zip(c.runs, c.differences[name]))
+            if name == "cache":
+                shown += f" (tolerance {CACHE_TOLERANCE:.0%} of prompt tokens)"
             lines.append(f"{state:<8} {name}: {shown}")
         else:
-            lines.append(f"{'same':<8} {name}")
+            lines.append(f"{'same':<8} {name}" + (f": {invariant_text(name, seen[0])}" if seen else ""))
+    if c.fields:
+        width = max(len(k) for k in c.fields) + 2
+        lines += ["", f"Fields that differ ({len(c.fields)}):",
+                  (f"{'field':<{width}}" + "".join(f"{_short(r.name, 30):<32}" for r in c.runs)).rstrip()]
+        lines += [f"{name:<{width}}" + "".join(f"{_short(v, 30):<32}" for v in seen).rstrip()
+                  for name, seen in c.fields.items()]
     if not c.comparable:
         lines.append("Result: NOT COMPARABLE (pass --allow FIELD to compare anyway)")
         return lines
@@ -281,14 +411,12 @@ def render_comparison(c: Comparison) -> list[str]:
     for other, rows in zip(c.runs[1:], c.metrics):
         lines.append("")
         lines.append(f"{other.name} against {c.runs[0].name}")
-        lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'95% interval':<25} "
-                     f"{'p':>7}  verdict")
+        lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'interval (Holm level)':<32} "
+                     f"{'Holm p':>7}  verdict")
         for m in rows:
             diff = None if m.base is None or m.other is None else m.other - m.base
-            interval = "—" if m.ci95 is None else f"[{fmt(m.metric, m.ci95[0])}, {fmt(m.metric, m.ci95[1])}]"
-            p = "—" if m.p is None else ("<0.0001" if m.p < 1e-4 else f"{m.p:.4f}")
             lines.append(f"{m.metric + '.' + m.stat:<36} {fmt(m.metric, m.base):>11} {fmt(m.metric, m.other):>11} "
-                         f"{fmt(m.metric, diff):>11}  {interval:<25} {p:>7}  {m.verdict}")
+                         f"{fmt(m.metric, diff):>11}  {format_interval(m):<32} {format_p(m.p):>7}  {m.verdict}")
         lines.append(method_line(c))
     lines.extend(["", "Caveats:"] + [f"- {c_}" for c_ in c.caveats] if c.caveats else ["", "Caveats: none"])
     lines.append("Result: COMPARABLE")

@@ -12,10 +12,11 @@ A condition is `<name> <op> <value>`, with `op` one of `< <= > >= == !=`. Names 
 - a full path into passport.json: `validity.counts.schema_failures == 0`, `results.slo.attainment
   >= 0.99`, `results.client.cpu_share_max < 0.5`.
 
-Values: latencies take durations (`2s`, `200ms`, `150us`; a bare number is seconds), rates and
-counts take numbers, `error_rate` takes a fraction or a percentage. An unknown name (with the
-closest valid ones) or a value of the wrong kind is a GateError (a usage error); a figure the
-passport does not have (null) is a FAIL, never a pass.
+Values: latencies take durations with their unit (`2s`, `200ms`, `150us`; a bare number is a
+usage error: `ttft.any.p99 < 2000` is as likely meant in ms as in s), rates and counts take
+numbers, `error_rate` takes a fraction or a percentage. An unknown name (with the closest valid
+ones) or a value of the wrong kind is a GateError (a usage error); a figure the passport does
+not have (null) is a FAIL, never a pass.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ _OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt, ">": operator.gt,
 }
 _CONDITION = re.compile(r"^\s*([A-Za-z0-9_.]+)\s*(<=|>=|==|!=|<|>)\s*(\S.*?)\s*$")
+_BARE_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 _CANARY_WORDS = {"pass": "passed", "passed": "passed", "fail": "failed", "failed": "failed", "not_run": "not_run"}
 
 
@@ -74,6 +76,9 @@ def parse_condition(text: str, resolver: Callable[[str], Target] = resolve) -> C
     value: Any
     try:
         if kind == "latency":
+            if _BARE_NUMBER.match(raw):
+                raise GateError(f"gate condition {text!r}: {name} is a latency, and {raw} has no unit; write "
+                                f"{raw}ms or {raw}s (units: s, ms, us)")
             value = parse_duration_s(raw)
         elif kind == "fraction":
             value = parse_fraction(raw)

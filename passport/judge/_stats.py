@@ -233,18 +233,29 @@ def slice_rates(requests: pa.Table, measured: np.ndarray, ok: np.ndarray, meets:
 
 @dataclass
 class Test:
-    """One statistic's comparison: the p-value and, after `holm`, whether it survives."""
+    """One statistic's comparison: the p-value and, after `holm`, whether it survives, its
+    Holm-adjusted p and the confidence level of an interval consistent with that verdict."""
 
     p: float
     significant: bool = False
+    p_adjusted: float | None = None
+    level: float | None = None
 
 
 def holm(tests: list[Test], alpha: float) -> None:
-    """Holm's step-down correction: sets `significant` on the tests that survive at family-wise
-    error rate `alpha`."""
+    """Holm's step-down correction at family-wise error rate `alpha`. Sets on each test:
+    `significant`; `p_adjusted` (significant exactly when it is <= alpha); and `level`, the
+    confidence level whose interval excludes zero exactly when the test is significant: the test
+    of rank i (0-based, smallest p first) was judged at alpha / (m - i), and every test after the
+    first that failed at the level of that one (so the intervals and the verdicts never disagree)."""
     ordered = sorted(tests, key=lambda t: t.p)
     m = len(ordered)
+    stopped: int | None = None
+    running = 0.0
     for i, test in enumerate(ordered):
-        if test.p > alpha / (m - i):
-            break
-        test.significant = True
+        running = max(running, min(1.0, (m - i) * test.p))
+        test.p_adjusted = running
+        if stopped is None and test.p > alpha / (m - i):
+            stopped = i
+        test.significant = stopped is None
+        test.level = 1.0 - alpha / (m - (i if stopped is None else stopped))

@@ -5,7 +5,16 @@ from __future__ import annotations
 import numpy as np
 
 from passport.audit import per_request_samples
-from passport.judge import INVARIANTS, Comparison, MetricComparison, format_value, method_line
+from passport.judge import (
+    INVARIANTS,
+    Comparison,
+    MetricComparison,
+    format_interval,
+    format_p,
+    format_value,
+    invariant_text,
+    method_line,
+)
 from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
 from passport.report._plots import CDF_METRICS, latency_cdfs
 
@@ -16,8 +25,7 @@ def _row(m: MetricComparison) -> list[str]:
     fmt = format_value
     return [f"`{m.metric}.{m.stat}`", fmt(m.metric, m.base), fmt(m.metric, m.other),
             fmt(m.metric, None if m.base is None or m.other is None else m.other - m.base),
-            "—" if m.ci95 is None else f"[{fmt(m.metric, m.ci95[0])}, {fmt(m.metric, m.ci95[1])}]",
-            "—" if m.p is None else ("<0.0001" if m.p < 1e-4 else f"{m.p:.4f}"),
+            format_interval(m), format_p(m.p),
             f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
 
 
@@ -30,17 +38,18 @@ def comparison_blocks(c: Comparison) -> list[Block]:
                                       and c.comparable else ""))]
     rows = []
     for name in INVARIANTS:
-        if name in c.differences:
-            state = "allowed" if name in c.allowed else "DIFFERS"
-            rows.append([name, state] + [f"`{v}`" for v in c.differences[name]])
-        else:
-            rows.append([name, "same"] + [""] * len(c.runs))
+        state = ("allowed" if name in c.allowed else "DIFFERS") if name in c.differences else "same"
+        rows.append([name, state] + [f"`{invariant_text(name, v)}`" for v in c.values.get(name, [])])
     blocks += [Heading("Comparability invariants"), Table(["invariant", "state"] + [r.name for r in c.runs], rows)]
+    if c.fields:
+        blocks += [Heading("Fields that differ"),
+                   Table(["field"] + [r.name for r in c.runs],
+                         [[f"`{name}`"] + [f"`{v}`" for v in seen] for name, seen in c.fields.items()])]
     for other, metrics in zip(c.runs[1:], c.metrics):
         blocks += [Heading(f"{other.name} against {c.runs[0].name}"),
-                   Para("Difference: other minus first, with its 95 % interval and two-sided p-value. "
+                   Para("Difference: other minus first, with its interval and two-sided p-value. "
                         + method_line(c)),
-                   Table(["metric", "first", "other", "difference", "95 % interval", "p", "verdict"],
+                   Table(["metric", "first", "other", "difference", "interval (Holm level)", "Holm p", "verdict"],
                          [_row(m) for m in metrics])]
     blocks += [Heading("Caveats"), Bullets(c.caveats, kind="caveats") if c.caveats else Para("None.")]
     series = {}

@@ -296,8 +296,9 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         f"schedule sha256 `{pr.schedule.sha256[:16]}…`, seeds {pr.seeds}",
         f"request parameters: `{pr.request_params}`; max_tokens is the "
         f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
-        f"prefix cache: {pr.prefix_cache['declared']} (enforced: {pr.prefix_cache['enforced']}; "
-        f"{pr.prefix_cache.get('method', '')}"
+        f"prefix cache: {pr.prefix_cache.get('policy') or pr.prefix_cache['declared']}"
+        + (f" ({pr.prefix_cache['chosen']})" if pr.prefix_cache.get("declared") == "auto" else "")
+        + f" (enforced: {pr.prefix_cache['enforced']}; {pr.prefix_cache.get('method', '')}"
         + (f"; {pr.prefix_cache['reason']}" if pr.prefix_cache.get("reason") else "") + ")",
         f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
         f"harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"

@@ -59,7 +59,7 @@ from passport.run._plan import (
     write_schedule,
 )
 from passport.run._pool import build_pool
-from passport.run._prefix_cache import apply_prefix_cache_policy
+from passport.run._prefix_cache import apply_prefix_cache_policy, resolve_policy
 from passport.run._recover import join_leftover_parts
 from passport.run._replay import write_probes
 from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed
@@ -188,9 +188,10 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     spec = run.spec
     params = dict(planned.params)
     with found.access.control() as control:
-        prefix_cache = apply_prefix_cache_policy(spec.prefix_cache, found.engine, control, run.run_id, params)
+        prefix_cache = apply_prefix_cache_policy(spec, found.engine, control, run.run_id, params)
         sources, telemetry_info = choose_sources(spec, found.engine, control, found.access)
-    say(f"prefix cache {spec.prefix_cache}: {prefix_cache['method']}")
+    say(f"prefix cache {prefix_cache['policy']}"
+        + (f" ({prefix_cache['chosen']})" if spec.prefix_cache == "auto" else "") + f": {prefix_cache['method']}")
     client = found.access.streams(max_idle=spec.load.concurrency or 64)
     pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
                                        planned.max_tokens_is_target, salt_of(spec, run.run_id))
@@ -212,7 +213,8 @@ def _held(run: Opened, planned: Planned) -> Prepared:
     for name, schema in RAW_TABLES:
         pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
     return Prepared(planned.params,
-                    {"declared": run.spec.prefix_cache, "enforced": False, "method": "not applied: no timed phase"},
+                    {"declared": run.spec.prefix_cache, "policy": resolve_policy(run.spec)[0], "enforced": False,
+                     "method": "not applied: no timed phase"},
                     {"interval_s": run.spec.telemetry.interval_s, "sources": [],
                      "notes": ["no timed phase: nothing was sampled"]})
 

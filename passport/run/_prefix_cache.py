@@ -1,4 +1,8 @@
-"""The declared prefix-cache state (`prefix_cache: cold | warm`), enforced and recorded.
+"""The declared prefix-cache state (`prefix_cache: auto | cold | warm`), enforced and recorded.
+
+`auto` (the default) is `cold` for a synthetic workload, so the same spec run twice meets the
+same cache state (a repeated run otherwise finds its own prompts cached by the first and looks
+faster), and `warm` for a replayed request log or trace, whose prefixes are its own traffic.
 
 `cold` empties the engine's prefix cache right before the timed phase (after the canaries), by
 the best means the engine's profile offers (`harness.engines`; ../shared/engines.md section 4):
@@ -13,14 +17,27 @@ from __future__ import annotations
 from typing import Any
 
 from harness import ControlClient, engines
+from passport.model import RunSpec
 
-__all__ = ["apply_prefix_cache_policy"]
+__all__ = ["apply_prefix_cache_policy", "resolve_policy"]
 
 
-def apply_prefix_cache_policy(policy: str, engine: str | None, control: ControlClient, run_id: str,
+def resolve_policy(spec: RunSpec) -> tuple[str, str]:
+    """(cold or warm, why) for the spec's `prefix_cache`."""
+    if spec.prefix_cache != "auto":
+        return spec.prefix_cache, "declared"
+    if spec.workload.source is not None or spec.load.pattern == "trace":
+        return "warm", "auto: a replayed log keeps the prefixes its own traffic shares"
+    return "cold", "auto: a synthetic workload starts from an empty cache, so a repeated run meets the same state"
+
+
+def apply_prefix_cache_policy(spec: RunSpec, engine: str | None, control: ControlClient, run_id: str,
                               params: dict[str, Any]) -> dict[str, Any]:
-    """Apply `policy` (may add request fields to `params`); returns the protocol's record."""
-    record: dict[str, Any] = {"declared": policy}
+    """Apply the spec's policy (may add request fields to `params`); returns the protocol's record:
+    `declared` (as written), `policy` (cold or warm, as applied), `chosen` (why), `enforced`,
+    `method` and, where the engine could not do what was asked, `reason`."""
+    policy, why = resolve_policy(spec)
+    record: dict[str, Any] = {"declared": spec.prefix_cache, "policy": policy, "chosen": why}
     if policy == "warm":
         record.update(enforced=True, method="no reset: the cache holds what earlier traffic, the canaries and the "
                                             "warm-up requests left")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -40,8 +41,9 @@ def test_a_known_ttft_difference_is_significant_and_identical_engines_are_not(
     slow = _run(simulator, write_spec, tmp_path / "slow", ttft_ms=45)
     result = run_cli("compare", str(base), str(same), str(slow))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.splitlines()[:6] == [f"{'same':<8} {name}" for name in
-                                              ("model", "precision", "decoding", "workload", "load", "window")]
+    assert [line.split(":")[0] for line in result.stdout.splitlines()[:8]] == [
+        f"{'same':<8} {name}" for name in ("model", "precision", "decoding", "workload", "load", "window", "cache",
+                                           "validity")]
     tables = result.stdout.split(" against ")
     same_rows, slow_rows = _verdicts(tables[1]), _verdicts(tables[2])
     # Ground truth is the script: TTFT 30 or 45 ms (5 ms jitter), ITL 3 ms for all; the identical
@@ -73,3 +75,61 @@ def test_different_workloads_are_not_comparable_unless_allowed(
     assert "ALLOWED  workload:" in allowed.stdout and "compared anyway, allowing: workload" in allowed.stdout
     bad = run_cli("compare", str(base), str(longer), "--allow", "colour")
     assert bad.returncode == 2 and "--allow 'colour': not a comparability field" in bad.stderr
+
+
+def _flag_run(url: str, out: Path, *extra: str, code: int = 0) -> Path:
+    """The same flag spec each time: the same seeded prompts, as a user repeating a run gets."""
+    result = run_cli("run", "--endpoint", url, "--concurrency", "4", "--num-prompts", "40", "--input-len", "8",
+                     "--output-len", "8", "--set", "canaries=none", "--set", "workload.tokenizer=none",
+                     "--set", "validity.max_loop_lag_p99_ms=1000", "--set", "validity.max_dispatch_lag_p99_ms=1000",
+                     "--set", "validity.max_client_cpu_share=100", *extra, "--out", str(out), "--quiet")
+    assert result.returncode == code, result.stdout + result.stderr
+    return only_run_dir(out)
+
+
+def test_a_repeated_warm_run_served_from_the_cache_is_not_comparable_and_the_default_meets_the_same_cache(
+    simulator: SimFactory, tmp_path: Path
+) -> None:
+    # Ground truth: the simulator caches every prompt it has seen and serves a cached one 5x
+    # faster; the second warm run repeats the first run's prompts, so all but the last token of
+    # each prompt is cached (7 of 8)
+    url = simulator("--prefix-cache", "--ttft-ms", "30", "--ttft-jitter-ms", "5", "--itl-ms", "3", "--seed", "7")
+    first = _flag_run(url, tmp_path / "w1", "--set", "prefix_cache=warm")
+    second = _flag_run(url, tmp_path / "w2", "--set", "prefix_cache=warm")
+    shares = [json.loads((r / "passport.json").read_text())["results"]["prefix_cache_usage"]["share_of_prompt_tokens"]
+              for r in (first, second)]
+    assert shares[0] < 0.2 and shares[1] > 0.8, shares  # warm-up and pool reuse may cache a few in the first
+    refused = run_cli("compare", str(first), str(second))
+    assert refused.returncode == 1, refused.stdout
+    line = next(x for x in refused.stdout.splitlines() if x.startswith("DIFFERS  cache: "))
+    assert f"{first.name}: warm, {shares[0]:.1%} of prompt tokens cached" in line and f"{shares[1]:.1%}" in line
+    assert "faster" not in refused.stdout and "Result: NOT COMPARABLE" in refused.stdout
+    allowed = run_cli("compare", str(first), str(second), "--allow", "cache")
+    assert allowed.returncode == 0 and "ALLOWED  cache: " in allowed.stdout
+    # the default (auto: cold for this synthetic workload) empties the cache before each run
+    cold = [_flag_run(url, tmp_path / f"c{k}") for k in (1, 2)]
+    for run in cold:
+        prefix = json.loads((run / "passport.json").read_text())["protocol"]["prefix_cache"]
+        assert (prefix["declared"], prefix["policy"], prefix["method"]) == ("auto", "cold", "POST /reset_prefix_cache")
+    same = run_cli("compare", *map(str, cold))
+    assert same.returncode == 0, same.stdout
+    assert any(x.startswith("same     cache: cold, ") for x in same.stdout.splitlines()), same.stdout
+    assert "slower" not in same.stdout and "faster" not in same.stdout  # A/A: the same engine, the same cache
+
+
+def test_an_invalid_run_is_not_comparable_unless_allowed_and_differing_fields_are_listed(
+    simulator: SimFactory, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "30", "--itl-ms", "3", "--seed", "7")
+    valid = _flag_run(url, tmp_path / "valid", "--set", "identity.gpu=one")
+    # declared before the run: 1000 completed requests; 40 were measured, so the rule fails
+    invalid = _flag_run(url, tmp_path / "invalid", "--set", "identity.gpu=two",
+                        "--set", "validity.min_completed_requests=1000", code=1)
+    assert json.loads((invalid / "passport.json").read_text())["verdict"] == "INVALID"
+    refused = run_cli("compare", str(valid), str(invalid))
+    assert refused.returncode == 1
+    assert f"DIFFERS  validity: {valid.name}: VALID | {invalid.name}: INVALID" in refused.stdout
+    rows = {x.split()[0]: x.split()[1:] for x in refused.stdout.split("Fields that differ")[1].splitlines()[2:] if x}
+    assert rows["identity.declared.gpu"] == ["one", "two"]
+    assert rows["spec.validity.min_completed_requests"] == ["1", "1000"]
+    assert run_cli("compare", str(valid), str(invalid), "--allow", "validity").returncode == 0

@@ -73,8 +73,10 @@ def test_a_fictional_engine_is_served_by_its_profile_alone(fiction: engines.Engi
     params, is_target = request_params(spec, "fiction")
     assert params["ignore_eos"] is True and is_target
     assert engines.structured_fields(SCHEMA, "fiction", "chat") == ({"fiction_schema": SCHEMA}, "fiction_schema")
-    record = apply_prefix_cache_policy("cold", "fiction", control, "run1", params)
-    assert record == {"declared": "cold", "enforced": True, "method": "fiction_cache per run"}
+    record = apply_prefix_cache_policy(spec, "fiction", control, "run1", params)
+    assert record == {"declared": "auto", "policy": "cold", "enforced": True, "method": "fiction_cache per run",
+                      "chosen": "auto: a synthetic workload starts from an empty cache, so a repeated run meets the "
+                                "same state"}
     assert params["fiction_cache"] == "run1"
     sources, info = choose_sources(spec, "fiction", control, access(spec, {}))
     assert info["sources"][0] == "prometheus http://engine:1/fiction/metrics"

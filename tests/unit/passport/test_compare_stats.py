@@ -10,13 +10,18 @@ import pytest
 from scipy import stats
 
 from passport.judge._stats import (
+    Difference,
     Estimate,
     difference,
+    holm,
     mean_estimate,
     pooled_quantile_estimate,
     quantile_estimate,
     t_critical,
     t_two_sided_p,
+)
+from passport.judge._stats import (
+    Test as HolmTest,
 )
 
 
@@ -90,3 +95,27 @@ def test_pooled_blocks_keep_each_requests_gaps_together() -> None:
 def test_too_few_requests_for_two_blocks_give_no_estimate() -> None:
     assert quantile_estimate(np.arange(11.0), 0.5) is None
     assert pooled_quantile_estimate([np.ones(50)] * 11, 0.5) is None
+
+
+def test_holm_adjusted_p_by_hand() -> None:
+    # m = 4, alpha 0.05: sorted p 0.005, 0.01, 0.03, 0.04 meet 0.0125, 0.0167, then 0.03 > 0.025
+    # stops; adjusted p = running max of (m - i) p: 0.02, 0.03, 0.06, max(0.06, 0.04)
+    tests = [HolmTest(0.01), HolmTest(0.04), HolmTest(0.03), HolmTest(0.005)]
+    holm(tests, 0.05)
+    assert [t.significant for t in tests] == [True, False, False, True]
+    assert [t.p_adjusted for t in tests] == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    assert [t.level for t in tests] == pytest.approx([1 - 0.05 / 3, 0.975, 0.975, 1 - 0.05 / 4])
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_holm_verdicts_p_and_intervals_never_disagree(seed: int) -> None:
+    # The compare table's p column and interval are the ones its verdict is read from: a
+    # significant difference has adjusted p <= alpha and an interval without zero, and only it
+    rng = np.random.default_rng(seed)
+    diffs = [Difference(float(d), 1.0, 12.0, t_two_sided_p(float(d), 12.0)) for d in rng.normal(0, 3, 12)]
+    tests = [HolmTest(d.p) for d in diffs]
+    holm(tests, 0.05)
+    for d, t in zip(diffs, tests):
+        assert t.level is not None and t.p_adjusted is not None
+        low, high = d.interval(t.level)
+        assert (t.p_adjusted <= 0.05) == t.significant == (low > 0 or high < 0), (d, t)

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pytest
 
 from harness import ControlClient
+from passport.model import parse_spec
 from passport.run import apply_prefix_cache_policy
 
 
@@ -25,7 +27,9 @@ def _apply(engine: str, answer: Callable[[httpx.Request], httpx.Response],
            policy: str = "cold") -> tuple[dict[str, Any], dict[str, Any], list[str]]:
     control, seen = _control(answer)
     params: dict[str, Any] = {}
-    record = apply_prefix_cache_policy(policy, engine, control, "run1", params)
+    spec = parse_spec({"endpoint": {"base_url": "http://engine:8000/v1"},
+                       "load": {"pattern": "closed", "concurrency": 1}, "prefix_cache": policy}, "test")
+    record = apply_prefix_cache_policy(spec, engine, control, "run1", params)
     return record, params, seen
 
 
@@ -65,3 +69,20 @@ def test_engines_without_a_reset_say_so_and_warm_resets_nothing() -> None:
     assert not record["enforced"] and "restart the server" in record["reason"] and seen == [] and params == {}
     record, _, seen = _apply("vllm", lambda r: httpx.Response(200), policy="warm")
     assert record["enforced"] and seen == []
+
+
+@pytest.mark.parametrize("written,workload,load,policy", [
+    # the same synthetic spec twice must meet the same cache: the default empties it
+    ({}, {}, {"pattern": "closed", "concurrency": 1}, "cold"),
+    # a replayed log keeps the prefixes its own traffic shares
+    ({}, {"source": {"path": "log.jsonl"}}, {"pattern": "closed", "concurrency": 1}, "warm"),
+    ({"prefix_cache": "warm"}, {}, {"pattern": "closed", "concurrency": 1}, "warm"),
+])
+def test_auto_is_cold_for_synthetic_workloads_and_warm_for_replayed_logs(
+        written: dict[str, Any], workload: dict[str, Any], load: dict[str, Any], policy: str) -> None:
+    spec = parse_spec({"endpoint": {"base_url": "http://engine:8000/v1"}, "load": load, "workload": workload,
+                       **written}, "test")
+    control, seen = _control(lambda r: httpx.Response(200))
+    record = apply_prefix_cache_policy(spec, "vllm", control, "run1", {})
+    assert (record["declared"], record["policy"]) == (written.get("prefix_cache", "auto"), policy)
+    assert seen == (["POST /reset_prefix_cache"] if policy == "cold" else [])

@@ -1,10 +1,15 @@
-"""The harness watching itself: event-loop lag and process CPU share, on the run clock.
+"""The harness watching itself: event-loop lag, process CPU share and the loop's wait for a CPU,
+on the run clock.
 
 A task wakes every `interval_s`; how late it wakes is the loop lag (any callback that hogs the
-loop shows here), and the process's CPU time over the interval (all threads: writer threads
-too) divided by wall time is its CPU share of one core. Both go to `telemetry.parquet` as
-source `client`, names `loop_lag_ms` and `cpu_share`. A client near a full core is the
-bottleneck; the validity rule `client_not_bound` reads these rows.
+loop shows here, and so does a machine whose other processes keep the loop's thread off a CPU).
+The process's CPU time over the interval (all threads: writer threads too) divided by wall time
+is its CPU share of one core; the time the loop's thread spent runnable but waiting for a CPU
+(Linux's /proc/thread-self/schedstat run delay) divided by wall time is `run_wait_share`: high
+when other processes (an engine on the same cores, a build) take the CPUs, whatever this process
+does. All go to `telemetry.parquet` as source `client`, names `loop_lag_ms`, `cpu_share` and
+(where the kernel has schedstat) `run_wait_share`; the validity rule `client_not_bound` reads
+them to say whether the client distorted timings, and why.
 """
 
 from __future__ import annotations
@@ -25,6 +30,15 @@ def _cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def run_delay_ns() -> int | None:
+    """Nanoseconds the calling thread has waited runnable for a CPU (None: no schedstat here)."""
+    try:
+        with open("/proc/thread-self/schedstat", "rb") as f:
+            return int(f.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 class ClientMonitor:
     """Samples loop lag and CPU share into `writer` until cancelled."""
 
@@ -35,11 +49,11 @@ class ClientMonitor:
 
     async def run(self) -> None:
         interval_ns = int(self._interval_s * 1e9)
-        last_t, last_cpu = _now(), _cpu_s()
+        last_t, last_cpu, last_wait = _now(), _cpu_s(), run_delay_ns()
         while True:
             expected = last_t + interval_ns
             await asyncio.sleep(self._interval_s)
-            t, cpu = _now(), _cpu_s()
+            t, cpu, wait = _now(), _cpu_s(), run_delay_ns()
             rel = t - self._t0
             self._writer.append_row(
                 {"t_ns": rel, "source": "client", "name": "loop_lag_ms", "value": max(0, t - expected) / 1e6}
@@ -47,4 +61,7 @@ class ClientMonitor:
             self._writer.append_row(
                 {"t_ns": rel, "source": "client", "name": "cpu_share", "value": (cpu - last_cpu) / ((t - last_t) / 1e9)}
             )
-            last_t, last_cpu = t, cpu
+            if wait is not None and last_wait is not None:
+                share = (wait - last_wait) / (t - last_t)
+                self._writer.append_row({"t_ns": rel, "source": "client", "name": "run_wait_share", "value": share})
+            last_t, last_cpu, last_wait = t, cpu, wait

@@ -47,9 +47,12 @@ def _wait_healthy(url: str, proc: subprocess.Popen[bytes], timeout_s: float = 15
 # client was starved of CPU; tests about something else declare these lenient limits so a busy
 # machine cannot fail them (single 1 s samples of the client's CPU share at 0.97 and 1.32 cores,
 # with its writer threads, failed telemetry and accuracy tests on a 2-core machine; the landed
-# commit fails the same way). The CPU share is in cores, so 100 never binds. The rules themselves
-# are tested with strict limits.
-LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0, "max_client_cpu_share": 100.0}
+# commit fails the same way). The CPU share is in cores, so 100 never binds; lag fails only beyond
+# 1000 times the latency it distorts, or a minute. The rules themselves are tested with strict limits.
+LENIENT_CLIENT = {"max_loop_lag_p99_ms": 1000.0, "max_dispatch_lag_p99_ms": 1000.0, "max_client_cpu_share": 100.0,
+                  "max_lag_share": 1000.0, "lag_ceiling_ms": 60_000.0}
+# The same, as `passport run` flags.
+LENIENT_FLAGS = tuple(arg for key, value in LENIENT_CLIENT.items() for arg in ("--set", f"validity.{key}={value}"))
 
 SimFactory = Callable[..., str]
 

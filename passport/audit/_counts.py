@@ -14,7 +14,8 @@ import pyarrow as pa
 from passport.audit._canaries import CANARY_COUNT_NAMES
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
 
-__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates", "found_cap_full"]
+__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates", "found_cap_full",
+           "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
@@ -31,7 +32,7 @@ def _in_window(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
     return kept
 
 
-def _measured(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
+def measured_rows(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
     """Measured requests: in the window, each by its last attempt (see `superseded`)."""
     measured: np.ndarray = _in_window(requests, discarded) & ~superseded(requests)
     return measured
@@ -41,7 +42,7 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[st
     """Failure counts kept apart (measured requests only); None = not checked by this run."""
     outcome = object_column(requests, "outcome")
     kinds = object_column(requests, "timeout_kind")
-    m = _measured(requests, discarded)
+    m = measured_rows(requests, discarded)
     target = object_column(requests, "max_tokens_is_target")
     completion = numeric_column(requests, "completion_tokens")
     wanted = numeric_column(requests, "max_tokens")
@@ -77,7 +78,7 @@ def offered_and_achieved_rates(requests: pa.Table,
     """Measured requests: (scheduled arrivals per s over their intended span, successful
     completions per s over their end span). A server that keeps up completes as fast as it is
     offered; one that saturates stretches the completions. Per repetition, then averaged."""
-    measured = _measured(requests, discarded)
+    measured = measured_rows(requests, discarded)
     outcome = object_column(requests, "outcome")
     rep = object_column(requests, "repetition")
     intended = numeric_column(requests, "intended_ns")
@@ -106,7 +107,7 @@ def found_cap_full(requests: pa.Table, cap: int, discarded: Sequence[int] = ()) 
     sent = numeric_column(requests, "sent_ns")
     end = numeric_column(requests, "end_ns")
     rep = object_column(requests, "repetition")
-    measured = _measured(requests, discarded) & np.isfinite(intended)
+    measured = measured_rows(requests, discarded) & np.isfinite(intended)
     full = 0
     for r in set(rep[measured].tolist()):
         mine = (rep == r) & np.isfinite(sent)

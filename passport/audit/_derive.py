@@ -18,6 +18,7 @@ from passport.audit._canaries import CANARIES_FILE, canary_counts, canary_figure
 from passport.audit._counts import count_outcomes, found_cap_full, offered_and_achieved_rates
 from passport.audit._declared import read_declared
 from passport.audit._files import load_table
+from passport.audit._lag import lag_facts
 from passport.audit._results import compute_results
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
@@ -94,6 +95,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
         clocks=(protocol.get("workers") or {}).get("clocks"),
+        lags=lag_facts(requests, load_table(run_dir, "telemetry"), discarded) if rules_version >= 3 else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -286,6 +286,9 @@ class ValidityLimits(TypedDict):
     max_client_cpu_share: float
     max_loop_lag_p99_ms: float
     min_achieved_rate_fraction: float
+    max_lag_share: NotRequired[float]
+    lag_floor_ms: NotRequired[float]
+    lag_ceiling_ms: NotRequired[float]
 
 
 class RuleFigures(TypedDict):

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from passport.audit._lag import LagFacts, client_rule, dispatch_lag_rule
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
 
 __all__ = ["RunFacts", "evaluate", "verdict_of", "RULES"]
@@ -42,6 +43,9 @@ class RunFacts:
     # Workers on other hosts (load.backend: ray): each one's clock offset record
     # (protocol.workers.clocks); None for one host.
     clocks: list[dict[str, Any]] | None = None
+    # Rules version 3 on: the client's lags and who was busy, judged by what they distort
+    # (`_lag.py`); None: the absolute limits of versions 1 and 2.
+    lags: LagFacts | None = None
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -101,24 +105,43 @@ def _completed_and_errors(r: ResultsFigures, c: dict[str, int | None], f: RunFac
     ]
 
 
+def _cap_words(f: RunFacts) -> tuple[str, str | None]:
+    """What an open loop's in-flight cap adds to the dispatch-lag rule (rules version 2 on): a
+    note on how many requests found it full and, when enough did to move the tail, the remedy.
+    A request that finds the cap full waits for a slot: that lag is the server's (it was slower
+    than the offered rate), not the harness's."""
+    if f.in_flight_cap is None or f.found_cap_full is None:
+        return "", None
+    full, measured = f.found_cap_full
+    note = (f"; {full} of {measured} measured requests found the in-flight cap "
+            f"(load.concurrency {f.in_flight_cap}) full at their intended time")
+    if measured and full / measured >= 0.01:
+        return note, (f"the cap, not the harness, held requests back: the server still had {f.in_flight_cap} "
+                      "requests in flight when the next was due, so the load was not the declared open loop; "
+                      "lower load.rate_per_s below what the server completes, or raise load.concurrency")
+    return note, None
+
+
 def _dispatch_lag(lag_ms: float, f: RunFacts, lim: ValidityLimits) -> RuleFigures:
-    """Sends behind the schedule. Under an open loop's in-flight cap a request that finds the cap
-    full waits for a slot: that lag is the server's (it was slower than the offered rate), not the
-    harness's, and the advice says so when enough requests waited to move the p99."""
-    message = f"p99 send lag behind the intended time {lag_ms:.3f} ms"
+    """Rules versions 1 and 2: the p99 send lag against an absolute limit."""
+    note, cap_remedy = _cap_words(f)
     remedy = ("the harness fell behind its schedule: lower the rate or the in-flight cap, or shard the "
               "client")  # rules version 1's words
     if f.in_flight_cap is not None and f.found_cap_full is not None:
-        full, measured = f.found_cap_full
-        remedy = "the harness fell behind its schedule: lower the rate or shard the client"
-        message += (f"; {full} of {measured} measured requests found the in-flight cap "
-                    f"(load.concurrency {f.in_flight_cap}) full at their intended time")
-        if measured and full / measured >= 0.01:
-            remedy = (f"the cap, not the harness, held requests back: the server still had {f.in_flight_cap} "
-                      "requests in flight when the next was due, so the load was not the declared open loop; "
-                      "lower load.rate_per_s below what the server completes, or raise load.concurrency")
+        remedy = cap_remedy or "the harness fell behind its schedule: lower the rate or shard the client"
     return _rule("dispatch_lag", lag_ms <= lim["max_dispatch_lag_p99_ms"], round(lag_ms, 3),
-                 lim["max_dispatch_lag_p99_ms"], message, remedy)
+                 lim["max_dispatch_lag_p99_ms"], f"p99 send lag behind the intended time {lag_ms:.3f} ms" + note,
+                 remedy)
+
+
+def _workers_note(client: Any, lim: ValidityLimits) -> str:
+    workers = client.get("workers") or []
+    if not workers:
+        return ""
+    busy = [w["worker"] for w in workers if (w["cpu_share_max"] or 0) > lim["max_client_cpu_share"]
+            or (w["loop_lag_p99_ms"] or 0) > lim["max_loop_lag_p99_ms"]]
+    return (f" (each of {len(workers)} worker processes judged on its own samples"
+            + (f"; over the bounds: worker {', '.join(map(str, busy))}" if busy else "") + ")")
 
 
 def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
@@ -126,22 +149,21 @@ def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Valid
     lag = client["dispatch_lag_p99_ms"]
     if lag is None:
         out = [_note("dispatch_lag", "SKIP", "no request was sent")]
+    elif f.lags is not None and f.lags.dispatch is not None:
+        out = [dispatch_lag_rule(r, f.lags, f.open_loop, f.offered_rate_per_s, lim, *_cap_words(f))]
     else:
         out = [_dispatch_lag(lag, f, lim)]
     cpu_max, loop_lag = client["cpu_share_max"], client["loop_lag_p99_ms"]
     if cpu_max is None or loop_lag is None:
         return out + [_note("client_not_bound", "SKIP", "no client samples")]
+    if f.lags is not None and f.lags.loop is not None:
+        return out + [client_rule(r, f.lags, f.open_loop, lim, _workers_note(client, lim))]
     bound = cpu_max > lim["max_client_cpu_share"] or loop_lag > lim["max_loop_lag_p99_ms"]
-    workers = client.get("workers") or []
-    busy = [w["worker"] for w in workers if (w["cpu_share_max"] or 0) > lim["max_client_cpu_share"]
-            or (w["loop_lag_p99_ms"] or 0) > lim["max_loop_lag_p99_ms"]]
     return out + [_rule(
         "client_not_bound", not bound, f"cpu {cpu_max:.2f}, loop lag p99 {loop_lag:.2f} ms",
         f"cpu <= {lim['max_client_cpu_share']}, loop lag p99 <= {lim['max_loop_lag_p99_ms']} ms",
         ("the client's own CPU and event-loop lag stayed within bounds" if not bound
-         else "the client was busy enough to distort timings")
-        + (f" (each of {len(workers)} worker processes judged on its own samples"
-           + (f"; over the bounds: worker {', '.join(map(str, busy))}" if busy else "") + ")" if workers else ""),
+         else "the client was busy enough to distort timings") + _workers_note(client, lim),
         "run the harness on a quieter machine, lower the load, or shard streams across processes")]
 
 

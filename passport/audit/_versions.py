@@ -14,6 +14,8 @@ DERIVED_VALIDITY_SINCE = "1.3"
 # The wording of the validity rules, recorded in protocol.harness.libraries[RULES_KEY] ("1" when
 # absent): verify re-derives each rule's message as the run's version wrote it, so a message can
 # say more in a later version without breaking earlier passports. 2: dispatch_lag names the
-# requests that found an open loop's in-flight cap full.
+# requests that found an open loop's in-flight cap full. 3: dispatch_lag and client_not_bound
+# judge each lag against the latency it distorts, at a tail quantile that is not the maximum of
+# a few samples, and name the cause (this process or others on the machine): `_lag.py`.
 RULES_KEY = "passport.rules"
-RULES_VERSION = 2
+RULES_VERSION = 3

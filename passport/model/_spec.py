@@ -89,10 +89,18 @@ class ValiditySpec(_Strict):
 
     max_error_rate: float = Field(0.01, ge=0, le=1)
     min_completed_requests: int = Field(1, ge=0)
-    max_dispatch_lag_p99_ms: float = Field(10.0, gt=0)
-    max_client_cpu_share: float = Field(0.9, gt=0)
-    max_loop_lag_p99_ms: float = Field(20.0, gt=0)
+    max_dispatch_lag_p99_ms: float = Field(
+        10.0, gt=0, description="A send lag above this warns, however small beside the latencies (it fails above "
+                                "max_lag_share of the latency it distorts).")
+    max_client_cpu_share: float = Field(0.9, gt=0, description="This process's CPU share of one core (all threads).")
+    max_loop_lag_p99_ms: float = Field(
+        20.0, gt=0, description="An event-loop lag above this warns (it fails above max_lag_share of TTFT p50).")
     min_achieved_rate_fraction: float = Field(0.9, gt=0, le=1)
+    max_lag_share: float = Field(
+        0.1, gt=0, description="Dispatch and loop lag fail above this share of the latency they distort: E2E p50 "
+                               "(closed loop), the schedule's mean gap or TTFT p50 (open loop), TTFT p50 (loop lag).")
+    lag_floor_ms: float = Field(0.25, ge=0, description="A lag at or below this never fails.")
+    lag_ceiling_ms: float = Field(250.0, gt=0, description="A lag above this always fails.")
 
 
 class TimeoutSpec(_Strict):

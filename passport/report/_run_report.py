@@ -297,7 +297,7 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         f"request parameters: `{pr.request_params}`; max_tokens is the "
         f"{'target (enforced)' if pr.max_tokens_is_target else 'cap'}",
         f"prefix cache: {pr.prefix_cache.get('policy') or pr.prefix_cache['declared']}"
-        + (f" ({pr.prefix_cache['chosen']})" if pr.prefix_cache.get("declared") == "auto" else "")
+        + (f" ({pr.prefix_cache.get('chosen')})" if pr.prefix_cache.get("declared") == "auto" else "")
         + f" (enforced: {pr.prefix_cache['enforced']}; {pr.prefix_cache.get('method', '')}"
         + (f"; {pr.prefix_cache['reason']}" if pr.prefix_cache.get("reason") else "") + ")",
         f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",

@@ -210,10 +210,11 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
 
 def _held(run: Opened, planned: Planned) -> Prepared:
     """No timed phase: empty raw tables (so the folder still verifies) and nothing applied."""
+    policy, why = resolve_policy(run.spec)
     for name, schema in RAW_TABLES:
         pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
     return Prepared(planned.params,
-                    {"declared": run.spec.prefix_cache, "policy": resolve_policy(run.spec)[0], "enforced": False,
+                    {"declared": run.spec.prefix_cache, "policy": policy, "chosen": why, "enforced": False,
                      "method": "not applied: no timed phase"},
                     {"interval_s": run.spec.telemetry.interval_s, "sources": [],
                      "notes": ["no timed phase: nothing was sampled"]})

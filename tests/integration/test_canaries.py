@@ -121,8 +121,9 @@ def test_a_failing_suite_holds_the_run_before_any_timed_request(
     spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 10}},
                             canaries=str(suite)))
     result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet", *(["--force"] if force else []))
-    assert result.returncode == 1
+    assert result.returncode == 1, result.stderr
     run = only_run_dir(tmp_path / "out")
+    assert (run / "passport.json").is_file(), result.stdout + result.stderr
     passport = json.loads((run / "passport.json").read_text())
     canaries = passport["validity"]["canaries"]
     assert canaries["status"] == "failed" and canaries["n_failed"] == 5 and canaries["forced"] is force

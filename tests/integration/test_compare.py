@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.conftest import LENIENT_FLAGS, SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
 
 LOAD = {"pattern": "closed", "concurrency": 4, "measure": {"requests": 40}}
@@ -81,8 +81,7 @@ def _flag_run(url: str, out: Path, *extra: str, code: int = 0) -> Path:
     """The same flag spec each time: the same seeded prompts, as a user repeating a run gets."""
     result = run_cli("run", "--endpoint", url, "--concurrency", "4", "--num-prompts", "40", "--input-len", "8",
                      "--output-len", "8", "--set", "canaries=none", "--set", "workload.tokenizer=none",
-                     "--set", "validity.max_loop_lag_p99_ms=1000", "--set", "validity.max_dispatch_lag_p99_ms=1000",
-                     "--set", "validity.max_client_cpu_share=100", *extra, "--out", str(out), "--quiet")
+                     *LENIENT_FLAGS, *extra, "--out", str(out), "--quiet")
     assert result.returncode == code, result.stdout + result.stderr
     return only_run_dir(out)
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import REPO, SimFactory, run_cli
+from tests.conftest import LENIENT_CLIENT, LENIENT_FLAGS, REPO, SimFactory, run_cli
 
 WriteSpec = Callable[..., Path]
 
@@ -94,8 +94,7 @@ def test_export_offers_every_table_the_auditor_exports() -> None:
 
 
 FLAGS = ("--concurrency", "2", "--num-prompts", "6", "--input-len", "8", "--output-len", "4", "--set", "canaries=none",
-         "--set", "workload.tokenizer=none", "--set", "validity.max_loop_lag_p99_ms=1000",
-         "--set", "validity.max_dispatch_lag_p99_ms=1000")
+         "--set", "workload.tokenizer=none", *LENIENT_FLAGS)
 
 
 def test_a_run_from_flags_alone_is_recorded_and_its_spec_yaml_runs_it_again(
@@ -169,7 +168,7 @@ def test_endpoint_on_a_launching_spec_attaches_to_the_running_server(
     spec = write_spec({"name": "attach", "engine": engine, "canaries": "none",
                        "workload": {"tokenizer": "none", "output_tokens": {"dist": "fixed", "value": 4}},
                        "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 3}},
-                       "validity": {"max_loop_lag_p99_ms": 1000, "max_dispatch_lag_p99_ms": 1000}})
+                       "validity": LENIENT_CLIENT})
     for how in (("--endpoint", url), ("--no-launch",)):
         out = tmp_path / how[0].strip("-")
         result = run_cli("run", str(spec), *how, "--out", str(out), "--quiet")

@@ -1,0 +1,197 @@
+"""The client's own lag judged by what it distorts (validity rules version 3 on).
+
+A send behind its schedule (dispatch lag) and an event loop that wakes late (loop lag) matter in
+proportion to the latencies they distort, not in absolute milliseconds: 30 ms on 4 s TTFTs moves
+them by under 1 %, 1 ms on 5 ms TTFTs by 20 %. So each is compared with the latency it distorts:
+
+- dispatch lag, closed loop: a late send leaves a user idle, so the load falls short of the
+  declared concurrency by lag / E2E: judged against E2E p50;
+- dispatch lag, open loop: a late send moves an arrival, judged against the smaller of the
+  schedule's mean gap (1 / offered rate) and TTFT p50;
+- loop lag: a chunk read late shifts the time stamped on it: judged against TTFT p50 for the
+  verdict, and against ITL p50 for a warning (the ITL tail carries up to the lag; TPOT and E2E
+  percentiles hardly move).
+
+A lag FAILs above `max_lag_share` of that latency (default 10 %), clamped to an absolute floor
+(`lag_floor_ms`: below it nothing fails) and ceiling (`lag_ceiling_ms`: above it everything
+fails), and WARNs above a fifth of that share or above the absolute limits
+(`max_dispatch_lag_p99_ms`, `max_loop_lag_p99_ms`), naming the share. The lag is read at the
+quantile with at least `TAIL_SAMPLES` samples above it (p99 from 500 samples on; p69 of 16), so
+a handful of requests is not judged by its maximum. Whether the loop lagged because of this
+process (its CPU share) or other processes on the machine (the time the loop's thread waited
+for a CPU, from /proc/thread-self/schedstat, sampled as `run_wait_share`) is measured and said,
+with the fix that fits the load pattern. numpy and pyarrow only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from passport.audit._counts import measured_rows
+from passport.audit._metrics import numeric_column, object_column
+from passport.audit._types import ResultsFigures, RuleFigures, RuleStatus, ValidityLimits
+
+__all__ = ["TAIL_SAMPLES", "LagFacts", "lag_facts", "tail_quantile", "dispatch_lag_rule", "client_rule"]
+
+TAIL_SAMPLES = 5
+# Waiting for a CPU this share of the time (or more) names other processes as the cause.
+_CONTENDED = 0.05
+# Using this share of one core (or more) names this process as the cause.
+_BUSY = 0.5
+
+
+def tail_quantile(n: int) -> float:
+    """The quantile with at least TAIL_SAMPLES of n samples above it, from p50 to p99."""
+    return min(0.99, max(0.5, 1.0 - TAIL_SAMPLES / n)) if n else 0.99
+
+
+@dataclass(frozen=True)
+class Lag:
+    """A lag read at its tail quantile: value (ms), the quantile, and the number of samples."""
+
+    ms: float
+    q: float
+    n: int
+
+    @property
+    def label(self) -> str:
+        return f"p{self.q * 100:.3g} {self.ms:.2f} ms (n={self.n})"
+
+
+def _tail(values_ms: np.ndarray) -> Lag | None:
+    values_ms = values_ms[np.isfinite(values_ms)]
+    if not len(values_ms):
+        return None
+    q = tail_quantile(len(values_ms))
+    return Lag(float(np.quantile(values_ms, q)), q, len(values_ms))
+
+
+@dataclass(frozen=True)
+class LagFacts:
+    """What rules version 3 reads beside the results: the lags at their tail quantile, and who
+    was busy (this process's CPU share, the loop thread's wait for a CPU)."""
+
+    dispatch: Lag | None
+    loop: Lag | None
+    cpu_share_mean: float | None
+    run_wait_share: float | None
+
+
+def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequence[int]) -> LagFacts:
+    """The lags of measured requests (dispatch) and of every client sample (loop)."""
+    lag_ms = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")) / 1e6
+    dispatch = _tail(lag_ms[measured_rows(requests, discarded)])
+    loop = cpu = wait = None
+    if telemetry is not None and telemetry.num_rows:
+        source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
+        value = numeric_column(telemetry, "value")
+        client = source == "client"
+        loop = _tail(value[client & (name == "loop_lag_ms")])
+        shares, waits = value[client & (name == "cpu_share")], value[client & (name == "run_wait_share")]
+        cpu = float(shares.mean()) if len(shares) else None
+        wait = float(waits.mean()) if len(waits) else None
+    return LagFacts(dispatch, loop, cpu, wait)
+
+
+def _p50_ms(results: ResultsFigures, metric: str) -> float | None:
+    stat = results["metrics"].get(metric)
+    value = None if stat is None else stat.get("p50")
+    return None if value is None else float(value) * 1000.0
+
+
+def _bound_ms(scale_ms: float | None, share: float, lim: ValidityLimits) -> float:
+    """share x scale, clamped to the floor and ceiling (the ceiling alone without a scale)."""
+    if scale_ms is None:
+        return lim.get("lag_ceiling_ms", 250.0)
+    return min(lim.get("lag_ceiling_ms", 250.0), max(lim.get("lag_floor_ms", 0.25), share * scale_ms))
+
+
+def _status(lag_ms: float, fail_ms: float, warn_ms: float) -> RuleStatus:
+    return "FAIL" if lag_ms > fail_ms else ("WARN" if lag_ms > warn_ms else "PASS")
+
+
+def _cause(facts: LagFacts) -> tuple[str, bool]:
+    """(what the samples say made the client late, whether it was this process)."""
+    cpu, wait = facts.cpu_share_mean, facts.run_wait_share
+    used = f"{0.0 if cpu is None else cpu:.0%} of a core"
+    if cpu is not None and cpu >= _BUSY:
+        return f"this process: it used {used} on average", True
+    if wait is None:
+        return f"not measured (no run-queue samples); the harness used {used}", False
+    if wait >= _CONTENDED:
+        return (f"other processes on this machine: the harness's event loop waited for a CPU {wait:.0%} of the time "
+                f"while using {used}"), False
+    return f"neither this process ({used}) nor a wait for a CPU ({wait:.0%})", False
+
+
+def _remedy(open_loop: bool, own: bool) -> str:
+    if own:
+        return ("this process was the bottleneck: spread the load over processes (load.workers: auto)"
+                + (" or lower load.rate_per_s" if open_loop else " or lower load.concurrency"))
+    return ("give the harness CPUs of its own: run it on another machine than the engine, or pin the engine away "
+            "from it (taskset -c / cgroups), and stop other busy work on the machine")
+
+
+def dispatch_lag_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, offered_rate_per_s: float | None,
+                      lim: ValidityLimits, cap_note: str, cap_remedy: str | None) -> RuleFigures:
+    """Sends behind the schedule, judged by what they distort (see the module docstring).
+    `cap_note`/`cap_remedy`: what an open loop's in-flight cap adds (`_validity._cap_words`)."""
+    lag = facts.dispatch
+    assert lag is not None
+    share = lim.get("max_lag_share", 0.1)
+    if open_loop:
+        gap_ms = 1000.0 / offered_rate_per_s if offered_rate_per_s else None
+        ttft_ms = _p50_ms(results, "ttft.any")
+        candidates = [(v, w) for v, w in ((gap_ms, "the schedule's mean gap"), (ttft_ms, "TTFT p50")) if v]
+        scale_ms, against = min(candidates) if candidates else (None, "")
+        effect = "moves arrivals by"
+    else:
+        scale_ms, against = _p50_ms(results, "e2e"), "E2E p50"
+        effect = "leaves each user idle for"
+    fail_ms = _bound_ms(scale_ms, share, lim)
+    warn_ms = min(lim["max_dispatch_lag_p99_ms"], _bound_ms(scale_ms, share / 5, lim), fail_ms)
+    status = _status(lag.ms, fail_ms, warn_ms)
+    relative = f" ({lag.ms / scale_ms:.1%} of {against} {scale_ms:.2f} ms)" if scale_ms else ""
+    message = (f"send lag behind the intended time {lag.label} {effect}{relative}; fails above {fail_ms:.2f} ms, "
+               f"warns above {warn_ms:.2f} ms" + cap_note)
+    cause, own = _cause(facts)
+    if status != "PASS":
+        message += f"; cause: {cause}"
+    remedy = cap_remedy or _remedy(open_loop, own)
+    return {"name": "dispatch_lag", "status": status, "measured": round(lag.ms, 3), "threshold": round(fail_ms, 3),
+            "message": message, "recommendation": None if status == "PASS" else remedy}
+
+
+def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: ValidityLimits,
+                workers_note: str) -> RuleFigures:
+    """The client's own CPU share and loop lag (see the module docstring)."""
+    cpu_max = results["client"]["cpu_share_max"]
+    lag = facts.loop
+    assert lag is not None and cpu_max is not None
+    share = lim.get("max_lag_share", 0.1)
+    ttft_ms, itl_ms = _p50_ms(results, "ttft.any"), _p50_ms(results, "itl.chunk")
+    fail_ms = _bound_ms(ttft_ms, share, lim)
+    warn_ms = min(lim["max_loop_lag_p99_ms"], _bound_ms(itl_ms, share, lim) if itl_ms else fail_ms, fail_ms)
+    status = _status(lag.ms, fail_ms, warn_ms)
+    saturated = cpu_max > lim["max_client_cpu_share"]
+    if saturated:
+        status = "FAIL"
+    parts = [f"loop lag {lag.label}"]
+    if ttft_ms:
+        parts.append(f"{lag.ms / ttft_ms:.1%} of TTFT p50 {ttft_ms:.2f} ms")
+    if itl_ms:
+        parts.append(f"{lag.ms / itl_ms:.1%} of ITL p50 {itl_ms:.2f} ms")
+    message = ", ".join(parts) + f"; CPU share max {cpu_max:.2f} of a core (fails above {lim['max_client_cpu_share']})"
+    message += f"; loop lag fails above {fail_ms:.2f} ms, warns above {warn_ms:.2f} ms" + workers_note
+    cause, own = _cause(facts)
+    if status == "WARN" and itl_ms and lag.ms > warn_ms:
+        message += f"; the ITL percentiles carry up to {lag.ms:.2f} ms of it, TPOT and E2E hardly any"
+    if status != "PASS":
+        message += f"; cause: {'this process at its CPU limit' if saturated else cause}"
+    return {"name": "client_not_bound", "status": status, "measured": round(lag.ms, 3),
+            "threshold": round(fail_ms, 3), "message": message,
+            "recommendation": None if status == "PASS" else _remedy(open_loop, own or saturated)}

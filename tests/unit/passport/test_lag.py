@@ -1,0 +1,105 @@
+"""The client's lag judged by what it distorts (rules version 3), on hand-made figures: the cases
+issue 21 names (30 ms on 4 s TTFTs warns, 1 ms on 5 ms TTFTs fails), a handful of requests not
+judged by its maximum, and the cause measured rather than assumed."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from passport.audit import COUNT_NAMES, NO_CANARIES, RunFacts, evaluate
+from passport.audit._lag import Lag, LagFacts, lag_facts, tail_quantile
+from passport.audit._types import ResultsFigures, ValidityLimits
+from passport.model import ValiditySpec
+
+LIMITS = cast(ValidityLimits, ValiditySpec().model_dump())
+
+
+def _results(ttft_ms: float, itl_ms: float, e2e_ms: float, cpu_max: float = 0.2) -> ResultsFigures:
+    metrics = {"ttft.any": {"p50": ttft_ms / 1e3}, "itl.chunk": {"p50": itl_ms / 1e3}, "e2e": {"p50": e2e_ms / 1e3}}
+    return cast(ResultsFigures, {"metrics": metrics, "client": {
+        "dispatch_lag_p99_ms": 1.0, "cpu_share_max": cpu_max, "loop_lag_p99_ms": 1.0, "cpu_share_mean": 0.1}})
+
+
+def _rules(results: ResultsFigures, lags: LagFacts, open_loop: bool = False,
+           rate: float | None = None) -> dict[str, dict[str, Any]]:
+    facts = RunFacts(complete=True, incomplete_reason=None, open_loop=open_loop, launched_engine=False,
+                     git_dirty=False, exact_lengths=True, canaries=NO_CANARIES, forced=False,
+                     offered_rate_per_s=rate, lags=lags)
+    counts: dict[str, int | None] = {name: 0 for name in COUNT_NAMES}
+    return {r["name"]: dict(r) for r in evaluate(results, counts, facts, LIMITS)
+            if r["name"] in ("dispatch_lag", "client_not_bound")}
+
+
+def test_a_busy_machine_adding_30_ms_to_4_s_ttfts_warns_naming_the_share_and_the_cause() -> None:
+    # the demo beside a CPU hog: closed@2, TTFT 4.3 s, E2E 5 s, ITL 54 ms; 32 ms lag on both counts
+    lags = LagFacts(Lag(32.0, 0.6875, 16), Lag(32.0, 0.99, 600), cpu_share_mean=0.15, run_wait_share=0.3)
+    rules = _rules(_results(4300.0, 54.0, 5000.0), lags)
+    dispatch, client = rules["dispatch_lag"], rules["client_not_bound"]
+    assert dispatch["status"] == "WARN" and client["status"] == "WARN"
+    assert "p68.8 32.00 ms (n=16) leaves each user idle for (0.6% of E2E p50 5000.00 ms)" in dispatch["message"]
+    assert dispatch["threshold"] == 250.0  # 10 % of 5 s, held to the 250 ms ceiling
+    assert "cause: other processes on this machine: the harness's event loop waited for a CPU 30% of the time " \
+           "while using 15% of a core" in dispatch["message"]
+    assert "0.7% of TTFT p50 4300.00 ms, 59.3% of ITL p50 54.00 ms" in client["message"]
+    assert "the ITL percentiles carry up to 32.00 ms of it" in client["message"]
+    # a closed loop has no rate to lower: the fix is CPUs of its own
+    assert "rate" not in str(dispatch["recommendation"]) and "taskset" in str(dispatch["recommendation"])
+
+
+def test_one_ms_on_five_ms_ttfts_fails() -> None:
+    # open loop at 10 req/s (100 ms gaps): TTFT p50 5 ms is the smaller scale; 10 % of it is 0.5 ms
+    lags = LagFacts(Lag(1.0, 0.99, 1000), Lag(1.0, 0.99, 1000), cpu_share_mean=0.7, run_wait_share=0.0)
+    rules = _rules(_results(5.0, 1.0, 20.0), lags, open_loop=True, rate=10.0)
+    assert rules["dispatch_lag"]["status"] == "FAIL" and rules["dispatch_lag"]["threshold"] == 0.5
+    assert "20.0% of TTFT p50 5.00 ms" in rules["dispatch_lag"]["message"]
+    assert rules["client_not_bound"]["status"] == "FAIL"
+    # this process was busy: the open loop's fix is more processes or a lower rate
+    assert "cause: this process: it used 70% of a core" in rules["dispatch_lag"]["message"]
+    assert "load.workers: auto) or lower load.rate_per_s" in str(rules["dispatch_lag"]["recommendation"])
+
+
+def test_a_quiet_machine_passes_and_says_no_cause() -> None:
+    lags = LagFacts(Lag(0.2, 0.99, 1000), Lag(0.3, 0.99, 1000), cpu_share_mean=0.1, run_wait_share=0.0)
+    rules = _rules(_results(30.0, 3.0, 50.0), lags)
+    assert {r["status"] for r in rules.values()} == {"PASS"}
+    assert all(r["recommendation"] is None and "cause" not in r["message"] for r in rules.values())
+
+
+def test_the_floor_and_the_ceiling_hold_whatever_the_latencies() -> None:
+    # 0.2 ms is under the 0.25 ms floor even on 1 ms E2Es; 300 ms is over the 250 ms ceiling on 60 s ones
+    tiny = _rules(_results(0.5, 0.1, 1.0), LagFacts(Lag(0.2, 0.99, 500), None, None, None))
+    assert tiny["dispatch_lag"]["status"] == "PASS"  # 20 % of 1 ms, but under the floor: not named at all
+    huge = _rules(_results(50_000.0, 100.0, 60_000.0), LagFacts(Lag(300.0, 0.99, 500), None, None, None))
+    assert huge["dispatch_lag"]["status"] == "FAIL" and huge["dispatch_lag"]["threshold"] == 250.0
+
+
+@pytest.mark.parametrize("n,q", [(16, 0.6875), (100, 0.95), (500, 0.99), (5000, 0.99), (4, 0.5)])
+def test_the_tail_quantile_keeps_five_samples_above_it(n: int, q: float) -> None:
+    assert tail_quantile(n) == pytest.approx(q)
+
+
+def test_a_handful_of_requests_is_not_judged_by_its_maximum() -> None:
+    # 15 sends on time (1 ms late) and one 100 ms late, as one GC pause does: p99 of 16 is the max
+    sent = np.array([1.0] * 15 + [100.0]) * 1e6
+    requests = pa.table({"phase": ["measure"] * 16, "repetition": [0] * 16, "intended_ns": [0.0] * 16,
+                         "sent_ns": sent, "outcome": ["ok"] * 16})
+    lags = lag_facts(requests, None, [])
+    assert lags.dispatch is not None and lags.dispatch.n == 16 and lags.dispatch.ms == pytest.approx(1.0)
+    assert float(np.percentile(sent / 1e6, 99)) > 80  # what rules version 2 judged
+
+
+def test_the_cause_is_read_from_the_samples() -> None:
+    rel = np.arange(6) * 100_000_000
+    telemetry = pa.table({
+        "t_ns": np.concatenate([rel, rel, rel]), "source": ["client"] * 18,
+        "name": ["loop_lag_ms"] * 6 + ["cpu_share"] * 6 + ["run_wait_share"] * 6,
+        "value": [1.0, 2.0, 3.0, 4.0, 5.0, 40.0] + [0.1] * 6 + [0.2, 0.4, 0.0, 0.0, 0.0, 0.6]})
+    requests = pa.table({"phase": ["measure"], "repetition": [0], "intended_ns": [0.0], "sent_ns": [1e5],
+                         "outcome": ["ok"]})
+    lags = lag_facts(requests, telemetry, [])
+    assert lags.loop is not None and lags.loop.q == 0.5 and lags.loop.ms == pytest.approx(3.5)
+    assert lags.cpu_share_mean == pytest.approx(0.1) and lags.run_wait_share == pytest.approx(0.2)

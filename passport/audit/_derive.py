@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
+import pyarrow as pa
+
 from passport.audit._canaries import CANARIES_FILE, canary_counts, canary_figures
-from passport.audit._counts import count_outcomes, found_cap_full, offered_and_achieved_rates
+from passport.audit._counts import count_outcomes, found_cap_full, measured_rows, offered_and_achieved_rates
 from passport.audit._declared import read_declared
 from passport.audit._files import load_table
 from passport.audit._lag import lag_facts
+from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
 from passport.audit._results import compute_results
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
@@ -66,6 +70,20 @@ def _canaries(run_dir: Path, protocol: dict[str, Any], state: RunState) -> tuple
     return figures, canary_counts(table)
 
 
+def _input_overhead(requests: pa.Table, effective: dict[str, Any],
+                    discarded: list[int]) -> tuple[int, int, int] | None:
+    """(min, max, n) of the server's prompt count minus ours over successful measured requests
+    of a single-turn text workload (turns carry history and images carry patches the server
+    counts and we do not); None when there is nothing to compare."""
+    workload = effective.get("workload") or {}
+    if workload.get("sessions") or workload.get("images") or "input_tokens_client" not in requests.column_names:
+        return None
+    ok = measured_rows(requests, discarded) & np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
+    diff = (numeric_column(requests, "prompt_tokens") - numeric_column(requests, "input_tokens_client"))[ok]
+    diff = diff[np.isfinite(diff)]
+    return (int(diff.min()), int(diff.max()), len(diff)) if len(diff) else None
+
+
 def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     """Recompute every derivable figure of a passport (see the module docstring)."""
     run_dir = Path(run_dir)
@@ -96,6 +114,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
         clocks=(protocol.get("workers") or {}).get("clocks"),
         lags=lag_facts(requests, load_table(run_dir, "telemetry"), discarded) if rules_version >= 3 else None,
+        input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -46,6 +46,9 @@ class RunFacts:
     # Rules version 3 on: the client's lags and who was busy, judged by what they distort
     # (`_lag.py`); None: the absolute limits of versions 1 and 2.
     lags: LagFacts | None = None
+    # Rules version 3 on: the server's prompt count minus ours, over successful measured requests
+    # (min, max, n), for single-turn text workloads; None otherwise.
+    input_overhead: tuple[int, int, int] | None = None
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -227,10 +230,7 @@ def _lengths(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Vali
                  f"{short} successful requests returned fewer tokens than their declared output length",
                  "the engine stopped early: enable ignore_eos (decoding.ignore_eos) or accept shorter outputs",
                  soft=True),
-           _rule("exact_input_lengths", f.exact_lengths, f.exact_lengths, True,
-                 "input lengths exact under the model's tokenizer" if f.exact_lengths
-                 else "no tokenizer: input lengths are approximate (one token per word)",
-                 "set workload.tokenizer to a tokenizer folder or gguf:<file>", soft=True)]
+           _exact_lengths(f)]
     check = f.tokenizer_check
     if check is not None and check.get("checked"):
         disagree = len(check["disagreements"])
@@ -241,6 +241,29 @@ def _lengths(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Vali
             "the engine counts prompts differently from workload.tokenizer: point it at the served model's "
             "tokenizer (gguf:<file> or its folder)", soft=True))
     return out
+
+
+def _exact_lengths(f: RunFacts) -> RuleFigures:
+    """Our count against the declared lengths, and (rules version 3 on) the server's count
+    against ours: a fixed difference is the chat template and special tokens, stated; a varying
+    one means the server tokenizes differently."""
+    remedy = "set workload.tokenizer to a tokenizer folder or gguf:<file>"
+    if not f.exact_lengths:
+        return _rule("exact_input_lengths", False, False, True,
+                     "no tokenizer: input lengths are approximate (one token per word)", remedy, soft=True)
+    message = "input lengths exact under the model's tokenizer"
+    over = f.input_overhead
+    if over is None:
+        return _rule("exact_input_lengths", True, True, True, message, remedy)
+    low, high, n = over
+    if low == high:
+        return _rule("exact_input_lengths", True, True, True,
+                     f"{message}; the server counted {low:+d} tokens on each of {n} requests (its chat template and "
+                     "special tokens: what it processed is the declared length plus that)", remedy)
+    return _rule("exact_input_lengths", False, f"{low:+d}..{high:+d}", True,
+                 f"{message}, but the server counted {low:+d} to {high:+d} tokens more than we did over {n} requests: "
+                 "not a fixed template overhead, so its tokenizer is not ours",
+                 "point workload.tokenizer at the served model's tokenizer (gguf:<file> or its folder)", soft=True)
 
 
 def _answer_checks(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:

@@ -31,24 +31,16 @@ def add(sub: Any, epilog: str) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport.judge import (
-        CAMPAIGN_FILE,
-        GateError,
-        evaluate_gate,
-        gate_view,
-        load_gate_file,
-        parse_condition,
-        read_campaign,
-        resolve,
-        resolve_campaign_name,
-    )
+    from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition, resolve
     from passport.model import read_passport
     from passport.report import junit_xml
 
     texts = list(args.require) + (load_gate_file(args.file) if args.file else [])
     if not texts:
         raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
-    campaign = (args.run_dir / CAMPAIGN_FILE).is_file()
+    campaign = (args.run_dir / "campaign.json").is_file()  # passport.judge.CAMPAIGN_FILE, unimported for runs
+    if campaign:
+        from passport.judge import gate_view, read_campaign, resolve_campaign_name
     conditions = [parse_condition(text, resolve_campaign_name if campaign else resolve) for text in texts]
     if campaign:
         record = read_campaign(args.run_dir)

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import endpoint_url
 
 __all__ = ["add", "main"]
 
@@ -18,10 +19,12 @@ def add(sub: Any, epilog: str) -> None:
                     "fields it does not expose as unknown, and describe this machine (CPU, OS, GPUs through NVML). "
                     "Probing sends one 1-token request to engines whose build shows only in system_fingerprint, "
                     "never to a managed API.",
-        epilog="examples:\n  passport probe http://127.0.0.1:8080/v1\n  passport probe http://gpu:8000/v1 --json",
+        epilog="examples:\n  passport probe 127.0.0.1:8080\n  passport probe http://gpu:8000/v1 --json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    probe.add_argument("url", help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1")
+    probe.add_argument("url", type=endpoint_url,
+                       help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (HOST:PORT means "
+                            "http://HOST:PORT/v1)")
     probe.add_argument("--model", default="auto", help="the model id (default: the first /v1/models lists)")
     probe.add_argument("--api", choices=["chat", "completions"], default="chat", help="API of the 1-token probe")
     probe.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key")

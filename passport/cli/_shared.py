@@ -13,13 +13,24 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from passport.model import Override, RunSpec
 
-__all__ = ["add_endpoint_options", "add_load_options", "load_spec_with_overrides", "Printer", "RichProgress"]
+__all__ = ["add_endpoint_options", "add_load_options", "endpoint_url", "load_spec_with_overrides", "Printer",
+           "RichProgress"]
+
+
+def endpoint_url(text: str) -> str:
+    """An endpoint as users type it (`127.0.0.1:8080`, `http://host:8000`) as the base URL the
+    spec takes: http:// when no scheme is given, /v1 when no path is."""
+    from urllib.parse import urlsplit
+
+    url = text if "://" in text else f"http://{text}"
+    return url.rstrip("/") + "/v1" if urlsplit(url).path in ("", "/") else url
 
 
 def add_endpoint_options(command: argparse.ArgumentParser) -> None:
-    command.add_argument("--endpoint", metavar="URL",
-                         help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1; on a spec with an engine: "
-                              "section, attach to the server running there instead of launching one")
+    command.add_argument("--endpoint", metavar="URL", type=endpoint_url,
+                         help="override endpoint.base_url, e.g. http://127.0.0.1:8000/v1 (HOST:PORT means "
+                              "http://HOST:PORT/v1); on a spec with an engine: section, attach to the server running "
+                              "there instead of launching one")
     command.add_argument("--no-launch", action="store_true",
                          help="never launch the spec's engine: attach to the server at endpoint.base_url (or on "
                               "engine.port); identity is what it reports")
@@ -36,9 +47,13 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
         "a run without a spec (each flag also overrides a spec's field; all are recorded in the passport)")
     group.add_argument("--model", metavar="ID", help="endpoint.model (default: the first /models lists)")
     group.add_argument("--api", choices=["chat", "completions"], help="endpoint.api")
-    group.add_argument("--concurrency", type=int, metavar="N",
-                       help="N users in a closed loop; with --rate, a cap on requests in flight")
-    group.add_argument("--rate", type=float, metavar="R", help="an open loop of R requests per second")
+    group.add_argument("--concurrency", "--max-concurrency", type=int, metavar="N",
+                       help="N users in a closed loop; with --rate, a cap on requests in flight (vLLM's and "
+                            "SGLang's --max-concurrency)")
+    group.add_argument("--rate", "--request-rate", type=float, metavar="R",
+                       help="an open loop of R requests per second (vLLM's and SGLang's --request-rate); inf: every "
+                            "request at once, i.e. a closed loop of --concurrency users, or of all --num-prompts "
+                            "without it")
     group.add_argument("--arrival", choices=["poisson", "constant", "gamma"],
                        help="the open loop's arrival process (default: poisson)")
     group.add_argument("--workers", metavar="N|auto",
@@ -67,7 +82,21 @@ def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> No
             patch(field, getattr(args, flag), f"--{flag}")
     rate, users, arrival = getattr(args, "rate", None), getattr(args, "concurrency", None), getattr(args, "arrival",
                                                                                                    None)
-    if rate is not None:
+    if rate is not None and (rate <= 0 or rate != rate):
+        raise SpecError(f"--rate {rate}: give requests per second above 0, or inf to send every request at once")
+    if rate == float("inf"):
+        # vLLM's and SGLang's burst: all requests due at once, as many in flight as the cap lets
+        if users is None:
+            users = getattr(args, "num_prompts", None)
+            if users is None:
+                raise SpecError("--rate inf sends every request at once: give --num-prompts N (N requests at once) "
+                                "or --concurrency N (N in flight, the next sent as one ends)")
+        patch("load.pattern", "closed", f"--rate inf: every request due at once, {users} in flight")
+        patch("load.concurrency", users, f"--rate inf: every request due at once, {users} in flight")
+        if "rate_per_s" in load:
+            patch("load.rate_per_s", None, "--rate inf")
+        rate = None
+    elif rate is not None:
         open_pattern = load.get("pattern") if load.get("pattern") in ("poisson", "constant", "gamma") else "poisson"
         patch("load.pattern", arrival or open_pattern, "--arrival" if arrival else "--rate")
         patch("load.rate_per_s", rate, "--rate")

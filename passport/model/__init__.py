@@ -4,68 +4,76 @@ versioned JSON Schema, `read_passport` that refuses unknown versions). It comput
 figures come from `passport.audit`, whose TypedDict shapes these models validate.
 """
 
-from passport.model._campaign import (
-    ARM_COUNTS,
-    INVARIANT_VARIES,
-    OBJECTIVES,
-    RESERVED_ARM_NAMES,
-    ArmCapacitySpec,
-    ArmSpec,
-    CampaignSpec,
-    arm_raw_spec,
-    configured_kv_tokens,
-    load_campaign,
-    parse_campaign,
-)
-from passport.model._io import read_passport, read_passport_json
-from passport.model._passport import (
-    SCHEMA_VERSION,
-    SUPPORTED_SCHEMA_VERSIONS,
-    CanaryFailure,
-    CanaryInfo,
-    CanaryUnderLoad,
-    ClientInfo,
-    ClockInfo,
-    DeclaredInfo,
-    Discarded,
-    DiscardResult,
-    FileEntry,
-    HarnessInfo,
-    MetricDefinition,
-    Override,
-    Passport,
-    PassportDraft,
-    PeakMemory,
-    Protocol,
-    Results,
-    RuleResult,
-    RuleStatus,
-    ScheduleInfo,
-    ServerStats,
-    SloResult,
-    SloTargetResult,
-    Source,
-    SourcedValue,
-    Stat,
-    Validity,
-    Verdict,
-    WindowInfo,
-    WorkloadInfo,
-)
-from passport.model._schema import SCHEMA_PATH, generate_schema, render_schema
-from passport.model._spec import (
-    CostSpec,
-    DecodingSpec,
-    EndpointSpec,
-    EngineSpec,
-    RunSpec,
-    SweepSpec,
-    TimeoutSpec,
-    ValiditySpec,
-    load_spec,
-    parse_spec,
-    with_overrides,
-)
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from passport._lazy import lazy_names
+
+# Loaded on first use (PEP 562): a command pays only for the names it uses.
+if TYPE_CHECKING:
+    from passport.model._campaign import (
+        ARM_COUNTS,
+        INVARIANT_VARIES,
+        OBJECTIVES,
+        RESERVED_ARM_NAMES,
+        ArmCapacitySpec,
+        ArmSpec,
+        CampaignSpec,
+        arm_raw_spec,
+        configured_kv_tokens,
+        load_campaign,
+        parse_campaign,
+    )
+    from passport.model._io import read_passport, read_passport_json
+    from passport.model._passport import (
+        SCHEMA_VERSION,
+        SUPPORTED_SCHEMA_VERSIONS,
+        CanaryFailure,
+        CanaryInfo,
+        CanaryUnderLoad,
+        ClientInfo,
+        ClockInfo,
+        DeclaredInfo,
+        Discarded,
+        DiscardResult,
+        FileEntry,
+        HarnessInfo,
+        MetricDefinition,
+        Override,
+        Passport,
+        PassportDraft,
+        PeakMemory,
+        Protocol,
+        Results,
+        RuleResult,
+        RuleStatus,
+        ScheduleInfo,
+        ServerStats,
+        SloResult,
+        SloTargetResult,
+        Source,
+        SourcedValue,
+        Stat,
+        Validity,
+        Verdict,
+        WindowInfo,
+        WorkloadInfo,
+    )
+    from passport.model._schema import SCHEMA_PATH, generate_schema, render_schema
+    from passport.model._spec import (
+        CostSpec,
+        DecodingSpec,
+        EndpointSpec,
+        EngineSpec,
+        RunSpec,
+        SweepSpec,
+        TimeoutSpec,
+        ValiditySpec,
+        load_spec,
+        parse_spec,
+        with_overrides,
+    )
 
 __all__ = [
     "INVARIANT_VARIES",
@@ -128,3 +136,29 @@ __all__ = [
     "read_passport_json",
     "render_schema",
 ]
+
+_HOME = {name: module for module, names in {
+    "passport.model._campaign": (
+        "ARM_COUNTS", "INVARIANT_VARIES", "OBJECTIVES", "RESERVED_ARM_NAMES", "ArmCapacitySpec", "ArmSpec",
+        "CampaignSpec", "arm_raw_spec", "configured_kv_tokens", "load_campaign", "parse_campaign",
+    ),
+    "passport.model._io": (
+        "read_passport", "read_passport_json",
+    ),
+    "passport.model._passport": (
+        "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "CanaryFailure", "CanaryInfo", "CanaryUnderLoad",
+        "ClientInfo", "ClockInfo", "DeclaredInfo", "Discarded", "DiscardResult", "FileEntry", "HarnessInfo",
+        "MetricDefinition", "Override", "Passport", "PassportDraft", "PeakMemory", "Protocol", "Results",
+        "RuleResult", "RuleStatus", "ScheduleInfo", "ServerStats", "SloResult", "SloTargetResult", "Source",
+        "SourcedValue", "Stat", "Validity", "Verdict", "WindowInfo", "WorkloadInfo",
+    ),
+    "passport.model._schema": (
+        "SCHEMA_PATH", "generate_schema", "render_schema",
+    ),
+    "passport.model._spec": (
+        "CostSpec", "DecodingSpec", "EndpointSpec", "EngineSpec", "RunSpec", "SweepSpec", "TimeoutSpec",
+        "ValiditySpec", "load_spec", "parse_spec", "with_overrides",
+    ),
+}.items() for name in names}
+
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -3,36 +3,44 @@ plots), the CLI's headline lines, comparison and sweep reports, and JUnit XML fo
 passports and the figures `passport.audit` computes; it decides nothing (`passport.judge`).
 """
 
-from passport.report._campaign_report import arm_lines, campaign_blocks, campaign_lines
-from passport.report._compare_report import comparison_blocks
-from passport.report._doc import (
-    LAYOUT_KEY,
-    REPORT_LAYOUT,
-    Block,
-    Bullets,
-    Heading,
-    Image,
-    Para,
-    Table,
-    Verdict,
-    render_reports,
-    to_html,
-    to_markdown,
-    write_reports,
-)
-from passport.report._junit import junit_cases, junit_xml
-from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
-from passport.report._run_report import (
-    HEADLINE_METRICS,
-    caveats,
-    check_reports,
-    cost_lines,
-    headline_lines,
-    ms,
-    run_report_blocks,
-    slo_lines,
-)
-from passport.report._sweep_report import summary_lines, sweep_blocks
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from passport._lazy import lazy_names
+
+# Loaded on first use (PEP 562): a command pays only for the names it uses.
+if TYPE_CHECKING:
+    from passport.report._campaign_report import arm_lines, campaign_blocks, campaign_lines
+    from passport.report._compare_report import comparison_blocks
+    from passport.report._doc import (
+        LAYOUT_KEY,
+        REPORT_LAYOUT,
+        Block,
+        Bullets,
+        Heading,
+        Image,
+        Para,
+        Table,
+        Verdict,
+        render_reports,
+        to_html,
+        to_markdown,
+        write_reports,
+    )
+    from passport.report._junit import junit_cases, junit_xml
+    from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
+    from passport.report._run_report import (
+        HEADLINE_METRICS,
+        caveats,
+        check_reports,
+        cost_lines,
+        headline_lines,
+        ms,
+        run_report_blocks,
+        slo_lines,
+    )
+    from passport.report._sweep_report import summary_lines, sweep_blocks
 
 __all__ = [
     "CDF_METRICS",
@@ -70,3 +78,31 @@ __all__ = [
     "to_markdown",
     "write_reports",
 ]
+
+_HOME = {name: module for module, names in {
+    "passport.report._campaign_report": (
+        "arm_lines", "campaign_blocks", "campaign_lines",
+    ),
+    "passport.report._compare_report": (
+        "comparison_blocks",
+    ),
+    "passport.report._doc": (
+        "LAYOUT_KEY", "REPORT_LAYOUT", "Block", "Bullets", "Heading", "Image", "Para", "Table", "Verdict",
+        "render_reports", "to_html", "to_markdown", "write_reports",
+    ),
+    "passport.report._junit": (
+        "junit_cases", "junit_xml",
+    ),
+    "passport.report._plots": (
+        "CDF_METRICS", "SweepPoint", "latency_cdfs", "sweep_curve", "timeline",
+    ),
+    "passport.report._run_report": (
+        "HEADLINE_METRICS", "caveats", "check_reports", "cost_lines", "headline_lines", "ms",
+        "run_report_blocks", "slo_lines",
+    ),
+    "passport.report._sweep_report": (
+        "summary_lines", "sweep_blocks",
+    ),
+}.items() for name in names}
+
+__getattr__, __dir__ = lazy_names(__name__, _HOME)

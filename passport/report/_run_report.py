@@ -29,7 +29,6 @@ from passport.report._doc import (
     Verdict,
     render_reports,
 )
-from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline
 
 __all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "cost_lines",
            "caveats", "num", "HEADLINE_METRICS",
@@ -327,6 +326,8 @@ def _protocol_blocks(p: Passport) -> list[Block]:
 
 
 def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
+    from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline  # matplotlib: not for headlines
+
     requests = load_table(folder, "requests")
     if requests is None:
         return []

@@ -192,6 +192,7 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
         sources, telemetry_info = choose_sources(spec, found.engine, control, found.access)
     say(f"prefix cache {prefix_cache['policy']}"
         + (f" ({prefix_cache['chosen']})" if spec.prefix_cache == "auto" else "") + f": {prefix_cache['method']}")
+    say(requests_line(spec, params, planned.max_tokens_is_target))
     client = found.access.streams(max_idle=spec.load.concurrency or 64)
     pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
                                        planned.max_tokens_is_target, salt_of(spec, run.run_id))
@@ -206,6 +207,26 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     workers = resolve_workers(spec, say)
     return _Ready(Prepared(params, prefix_cache, telemetry_info, structured_form, check, workers), pool, client,
                   sources)
+
+
+def requests_line(spec: RunSpec, params: dict[str, Any], max_tokens_is_target: bool) -> str:
+    """What every request carries, defaults named as such, said before timing (a flag run's user
+    never wrote them down)."""
+    api = spec.endpoint.api
+    default = "api" not in spec.endpoint.model_fields_set
+    preset = spec.decoding.preset
+    sampling = ", ".join(f"{k}={v}" for k, v in params.items() if k not in ("ignore_eos", "cache_prompt",
+                                                                              "cache_salt")) or "the engine's own"
+    named = (f" (preset {preset!r}, the default: --set decoding.preset=explicit sends none, "
+             "--set decoding.temperature=0 is greedy)") if "preset" not in spec.decoding.model_fields_set \
+        else f" (preset {preset!r})"
+    line = (f"requests: {api} API" + (" (the default; --api completions sends the prompt as is)" if default else "")
+            + f"; sampling {sampling}{named}"
+            + f"; max_tokens is the {'output target (ignore_eos)' if max_tokens_is_target else 'cap'}")
+    if api == "chat":
+        line += ("; input lengths count the prompt text: the chat template adds tokens the server counts "
+                 "(exact_input_lengths states how many)")
+    return line
 
 
 def _held(run: Opened, planned: Planned) -> Prepared:

@@ -148,10 +148,47 @@ def test_an_open_loop_from_flags_and_the_flags_mistakes(simulator: SimFactory, t
         (("--endpoint", url, "--concurrency", "2", "--set", "load.concurrency"), "--set 'load.concurrency': write"),
         (("--endpoint", url, "--concurrency", "2", "--set", "load.concurency=3"),
          "load.concurency: unknown field; did you mean 'concurrency'?"),
+        (("--endpoint", url, "--rate", "inf"), "--rate inf sends every request at once: give --num-prompts N"),
+        (("--endpoint", url, "--rate", "0"), "--rate 0.0: give requests per second above 0, or inf"),
     ]:
         bad = run_cli("run", *args, "--out", str(tmp_path / "bad"))
         assert bad.returncode == 2 and said in bad.stderr and "Traceback" not in bad.stderr, (args, bad.stderr)
     assert not (tmp_path / "bad").exists()
+
+
+def test_vllm_and_sglang_flag_names_and_a_burst_mean_what_they_mean_there(simulator: SimFactory,
+                                                                          tmp_path: Path) -> None:
+    import json
+
+    from tests.conftest import only_run_dir
+
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1")
+    host_port = url.removeprefix("http://").removesuffix("/v1")
+
+    def load_of(out: str, *args: str) -> tuple[dict[str, object], dict[str, str], str]:
+        result = run_cli("run", "--endpoint", host_port, *args, *FLAGS[4:], "--out", str(tmp_path / out))
+        assert result.returncode == 0, result.stdout + result.stderr
+        passport = json.loads((only_run_dir(tmp_path / out) / "passport.json").read_text())
+        sources = {o["field"]: o["source"] for o in passport["protocol"]["overrides"]}
+        assert passport["protocol"]["effective"]["endpoint"]["base_url"] == url  # HOST:PORT is http://HOST:PORT/v1
+        return passport["protocol"]["effective"]["load"], sources, result.stderr
+
+    load, _, said = load_of("r", "--request-rate", "40", "--max-concurrency", "3", "--num-prompts", "6")
+    assert (load["pattern"], load["rate_per_s"], load["concurrency"]) == ("poisson", 40.0, 3)
+    # the defaults a flag user never wrote are said before timing
+    line = next(x for x in said.splitlines() if x.startswith("passport: requests: "))
+    assert "chat API (the default; --api completions sends the prompt as is)" in line
+    assert "sampling temperature=0.7, top_p=0.8, top_k=20 (preset 'instruct', the default" in line
+    assert "the chat template adds tokens the server counts" in line
+    assert "passport: prefix cache cold (auto: a synthetic workload starts from an empty cache" in said
+    # vLLM's --request-rate inf: every request due at once, as many in flight as the cap lets
+    load, sources, _ = load_of("b", "--request-rate", "inf", "--num-prompts", "6")
+    assert (load["pattern"], load["concurrency"], load["rate_per_s"]) == ("closed", 6, None)
+    assert sources["load.concurrency"] == "--rate inf: every request due at once, 6 in flight"
+    load, _, _ = load_of("c", "--rate", "inf", "--max-concurrency", "2", "--num-prompts", "6")
+    assert (load["pattern"], load["concurrency"]) == ("closed", 2)
+    probe = run_cli("probe", host_port)
+    assert probe.returncode == 0 and "passport-simulator" in probe.stdout, probe.stderr
 
 
 def test_endpoint_on_a_launching_spec_attaches_to_the_running_server(

@@ -60,17 +60,24 @@ def test_probe_prints_every_standard_field_with_its_source(simulator: SimFactory
 
 def test_commands_that_need_no_load_generator_do_not_load_it() -> None:
     """`--help`, `capacity` from numbers and `workload --presets` start without harness, pyarrow,
-    pydantic or matplotlib (what made every command take 2 s to start)."""
+    pydantic or matplotlib (what made every command take 2 s to start); `show`'s headline, `gate`
+    and `compare` read passports and raw tables without the load generator, its HTTP stack or
+    matplotlib (plain `show` loaded all three and took twice as long as `show --as vllm`)."""
     import subprocess
     import sys
 
     from tests.conftest import REPO
 
-    heavy = {"harness", "pyarrow", "pydantic", "matplotlib", "pandas", "numpy"}
+    heavy = {"harness", "workloads", "httpx", "rich", "pyarrow", "pydantic", "matplotlib", "pandas", "numpy"}
+    readers = {"pyarrow", "pydantic", "numpy", "pandas"}
+    base, same = str(REPO / "tests/data/runs/base"), str(REPO / "tests/data/runs/same")
     for argv, allowed in ((["--help"], set()), (["run", "--help"], set()),
                           (["capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "32768"],
                            set()),
-                          (["workload", "--presets"], {"pyarrow", "pydantic", "numpy"})):
+                          (["workload", "--presets"], {"workloads", "pyarrow", "pydantic", "numpy"}),
+                          (["show", base], readers - {"pandas"}),
+                          (["gate", base, "--require", "verdict == VALID"], readers - {"pandas"}),
+                          (["compare", base, same], readers)):
         result = subprocess.run([sys.executable, "-X", "importtime", "-m", "passport.cli", *argv], cwd=REPO,
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-500:]

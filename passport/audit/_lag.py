@@ -19,8 +19,9 @@ fails), and WARNs above a fifth of that share or above the absolute limits
 quantile with at least `TAIL_SAMPLES` samples above it (p99 from 500 samples on; p69 of 16), so
 a handful of requests is not judged by its maximum. Whether the loop lagged because of this
 process (its CPU share) or other processes on the machine (the time the loop's thread waited
-for a CPU, from /proc/thread-self/schedstat, sampled as `run_wait_share`) is measured and said,
-with the fix that fits the load pattern. numpy and pyarrow only.
+for a CPU, from /proc/thread-self/schedstat, sampled as `run_wait_share`, set against the loop
+lag of the same intervals) is measured and said, with the fix that fits the load pattern.
+numpy and pyarrow only.
 """
 
 from __future__ import annotations
@@ -79,22 +80,54 @@ class LagFacts:
     loop: Lag | None
     cpu_share_mean: float | None
     run_wait_share: float | None
+    # Of the loop lag in the samples at or above its tail quantile, the share the loop's thread
+    # spent waiting for a CPU in the same intervals (None: no run-queue samples).
+    wait_explains: float | None = None
+
+
+def _wait_explains(t_ns: np.ndarray, worker: np.ndarray, name: np.ndarray, value: np.ndarray,
+                   tail_ms: float) -> float | None:
+    """Of the loop lag in samples at or above `tail_ms`, the share waiting for a CPU explains:
+    each run-queue sample is a share of its interval (the gap since the previous sample)."""
+    lagged: dict[tuple[float, float], float] = {}
+    for t, w, v in zip(t_ns[name == "loop_lag_ms"], worker[name == "loop_lag_ms"], value[name == "loop_lag_ms"]):
+        if v >= tail_ms and v > 0:
+            lagged[(w, t)] = v
+    waits = name == "run_wait_share"
+    if not waits.any() or not lagged:
+        return None
+    explained = 0.0
+    for w in set(worker[waits].tolist()):
+        mine = waits & (worker == w)
+        order = np.argsort(t_ns[mine])
+        times, shares = t_ns[mine][order], value[mine][order]
+        gaps_ms = np.diff(times, prepend=times[0] - (np.median(np.diff(times)) if len(times) > 1 else 1e8)) / 1e6
+        for t, share, gap_ms in zip(times, shares, gaps_ms):
+            lag = lagged.get((w, t))
+            if lag is not None:
+                explained += min(lag, float(share * gap_ms))
+    return explained / sum(lagged.values())
 
 
 def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequence[int]) -> LagFacts:
-    """The lags of measured requests (dispatch) and of every client sample (loop)."""
+    """The lags of measured requests (dispatch) and of every client sample (loop), and who was
+    busy: this process's mean CPU share, the loop thread's mean wait for a CPU, and how much of
+    the worst loop lags that wait explains."""
     lag_ms = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")) / 1e6
     dispatch = _tail(lag_ms[measured_rows(requests, discarded)])
-    loop = cpu = wait = None
-    if telemetry is not None and telemetry.num_rows:
-        source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
-        value = numeric_column(telemetry, "value")
-        client = source == "client"
-        loop = _tail(value[client & (name == "loop_lag_ms")])
-        shares, waits = value[client & (name == "cpu_share")], value[client & (name == "run_wait_share")]
-        cpu = float(shares.mean()) if len(shares) else None
-        wait = float(waits.mean()) if len(waits) else None
-    return LagFacts(dispatch, loop, cpu, wait)
+    if telemetry is None or not telemetry.num_rows:
+        return LagFacts(dispatch, None, None, None)
+    client = object_column(telemetry, "source") == "client"
+    name, value = object_column(telemetry, "name")[client], numeric_column(telemetry, "value")[client]
+    t_ns = numeric_column(telemetry, "t_ns")[client]
+    worker = numeric_column(telemetry, "worker")[client] if "worker" in telemetry.column_names \
+        else np.zeros(len(name))
+    worker = np.where(np.isfinite(worker), worker, -1.0)
+    loop = _tail(value[name == "loop_lag_ms"])
+    shares, waits = value[name == "cpu_share"], value[name == "run_wait_share"]
+    explains = None if loop is None else _wait_explains(t_ns, worker, name, value, loop.ms)
+    return LagFacts(dispatch, loop, float(shares.mean()) if len(shares) else None,
+                    float(waits.mean()) if len(waits) else None, explains)
 
 
 def _p50_ms(results: ResultsFigures, metric: str) -> float | None:
@@ -116,16 +149,18 @@ def _status(lag_ms: float, fail_ms: float, warn_ms: float) -> RuleStatus:
 
 def _cause(facts: LagFacts) -> tuple[str, bool]:
     """(what the samples say made the client late, whether it was this process)."""
-    cpu, wait = facts.cpu_share_mean, facts.run_wait_share
+    cpu, wait, explains = facts.cpu_share_mean, facts.run_wait_share, facts.wait_explains
     used = f"{0.0 if cpu is None else cpu:.0%} of a core"
     if cpu is not None and cpu >= _BUSY:
         return f"this process: it used {used} on average", True
     if wait is None:
         return f"not measured (no run-queue samples); the harness used {used}", False
-    if wait >= _CONTENDED:
-        return (f"other processes on this machine: the harness's event loop waited for a CPU {wait:.0%} of the time "
-                f"while using {used}"), False
-    return f"neither this process ({used}) nor a wait for a CPU ({wait:.0%})", False
+    if (explains is not None and explains >= 0.5) or wait >= _CONTENDED:
+        detail = f"{explains:.0%} of the worst loop lags" if explains is not None else f"{wait:.0%} of the time"
+        return (f"other processes on this machine: the harness's event loop was waiting for a CPU for {detail} "
+                f"(it used {used})"), False
+    return (f"not a wait for a CPU ({0.0 if explains is None else explains:.0%} of the worst loop lags) nor this "
+            f"process's CPU use ({used}): a callback held the loop (garbage collection, a slow write)"), False
 
 
 def _remedy(open_loop: bool, own: bool) -> str:
@@ -148,15 +183,15 @@ def dispatch_lag_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool,
         ttft_ms = _p50_ms(results, "ttft.any")
         candidates = [(v, w) for v, w in ((gap_ms, "the schedule's mean gap"), (ttft_ms, "TTFT p50")) if v]
         scale_ms, against = min(candidates) if candidates else (None, "")
-        effect = "moves arrivals by"
+        effect = "arrivals moved by"
     else:
         scale_ms, against = _p50_ms(results, "e2e"), "E2E p50"
-        effect = "leaves each user idle for"
+        effect = "each user idle that long per request,"
     fail_ms = _bound_ms(scale_ms, share, lim)
     warn_ms = min(lim["max_dispatch_lag_p99_ms"], _bound_ms(scale_ms, share / 5, lim), fail_ms)
     status = _status(lag.ms, fail_ms, warn_ms)
-    relative = f" ({lag.ms / scale_ms:.1%} of {against} {scale_ms:.2f} ms)" if scale_ms else ""
-    message = (f"send lag behind the intended time {lag.label} {effect}{relative}; fails above {fail_ms:.2f} ms, "
+    relative = f": {effect} {lag.ms / scale_ms:.1%} of {against} {scale_ms:.2f} ms" if scale_ms else ""
+    message = (f"send lag behind the intended time {lag.label}{relative}; fails above {fail_ms:.2f} ms, "
                f"warns above {warn_ms:.2f} ms" + cap_note)
     cause, own = _cause(facts)
     if status != "PASS":

@@ -258,8 +258,8 @@ def _exact_lengths(f: RunFacts) -> RuleFigures:
     low, high, n = over
     if low == high:
         return _rule("exact_input_lengths", True, True, True,
-                     f"{message}; the server counted {low:+d} tokens on each of {n} requests (its chat template and "
-                     "special tokens: what it processed is the declared length plus that)", remedy)
+                     f"{message}; the server counted {low:+d} tokens on each of {n} requests (special tokens such as "
+                     "BOS, and on the chat API its template: it processed the declared length plus that)", remedy)
     return _rule("exact_input_lengths", False, f"{low:+d}..{high:+d}", True,
                  f"{message}, but the server counted {low:+d} to {high:+d} tokens more than we did over {n} requests: "
                  "not a fixed template overhead, so its tokenizer is not ours",

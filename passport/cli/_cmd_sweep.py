@@ -43,7 +43,8 @@ def main(args: argparse.Namespace) -> ExitCode:
     for lv in outcome.levels:
         ttft = "—" if lv.ttft_p99_s is None else f"{lv.ttft_p99_s * 1000:.1f} ms"
         thr = "—" if lv.throughput_rps is None else f"{lv.throughput_rps:.3f} req/s"
-        slo = "" if lv.slo_met is None else ("  SLO met" if lv.slo_met else "  SLO missed")
+        slo = ("  SLO unknown (incomplete)" if not lv.complete and outcome.has_slo else
+               "" if lv.slo_met is None else ("  SLO met" if lv.slo_met else "  SLO missed"))
         print(f"{unit} {lv.load:>8g}: {lv.verdict:<10} {thr:>14}  TTFT p99 {ttft:>10}{slo}")
     for line in summary_lines(outcome):
         print(line)

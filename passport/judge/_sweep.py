@@ -80,7 +80,8 @@ def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
         itl_p50_s=p.figure("itl.chunk", "p50"),
         e2e_p99_s=p.figure("e2e", "p99"), error_rate=(measured - succeeded) / measured if measured else None,
         achieved_fraction=float(achieved) if isinstance(achieved, (int, float)) else None,
-        slo_met=None if p.results.slo is None else p.results.slo.met,
+        # an interrupted level measured part of its window: whether it met the SLO is unknown
+        slo_met=None if p.results.slo is None or not p.validity.complete else p.results.slo.met,
         goodput_rps=p.figure("goodput.requests_per_s", "mean"),
         tokens_per_s_per_user_p50=p.figure("tps.user", "p50"),
     )
@@ -105,13 +106,23 @@ def stop_reason(sweep: SweepSpec, vary: str, level: LevelResult) -> str | None:
 
 
 def saturation(sweep: SweepSpec, vary: str, levels: list[LevelResult]) -> tuple[float | None, str]:
+    """(the saturation level or None, why), from the complete levels only: an interrupted level
+    measured part of its window, and a sweep with one complete level shows no trend."""
+    done = [lv for lv in levels if lv.complete]
+    cut = [lv.load for lv in levels if not lv.complete]
+    unjudged = f" (level {', '.join(f'{x:g}' for x in cut)} did not complete and is left out)" if cut else ""
     if vary == "rate":
-        for lv in levels:
+        for lv in done:
             if lv.achieved_fraction is not None and lv.achieved_fraction < sweep.saturation_fraction:
                 return lv.load, (f"at {lv.load:g} req/s offered, completions came at {lv.achieved_fraction:.0%} "
                                  f"of the offered rate (< {sweep.saturation_fraction:.0%})")
-        return None, "every level kept up with its offered rate"
-    for a, b in zip(levels, levels[1:]):
+        if not done:
+            return None, "not judged: no level completed"
+        return None, f"every complete level kept up with its offered rate{unjudged}"
+    if len(done) < 2:
+        return None, f"not judged: {len(done)} complete level{'s' if len(done) != 1 else ''}, a trend needs two" \
+            + unjudged
+    for a, b in zip(done, done[1:]):
         if a.throughput_rps and b.throughput_rps is not None and b.throughput_rps < a.throughput_rps * (
                 1 + sweep.saturation_gain):
             change = b.throughput_rps / a.throughput_rps - 1
@@ -119,22 +130,30 @@ def saturation(sweep: SweepSpec, vary: str, levels: list[LevelResult]) -> tuple[
             return a.load, (f"going from concurrency {a.load:g} to {b.load:g} {moved} throughput from "
                             f"{a.throughput_rps:.3f} to {b.throughput_rps:.3f} req/s ({change:+.1%}; saturation "
                             f"is a gain under {sweep.saturation_gain:.0%})")
-    return None, "throughput still grew at the last level"
+    return None, f"throughput still grew at the last complete level ({done[-1].load:g}){unjudged}"
 
 
 def knee(levels: list[LevelResult], has_slo: bool) -> tuple[float | None, str]:
     if not has_slo:
         return None, "no SLO declared (add `slo:` to the spec to find the knee)"
     knee = None
+    unknown = None
     for lv in levels:
+        if not lv.complete:
+            unknown = lv.load
+            break
         if not lv.slo_met:
             break
         knee = lv.load
     if knee is None:
+        if unknown is not None:
+            return None, f"not judged: level {unknown:g} did not complete, so whether it met the SLO is unknown"
         return None, "no level met the SLO, not even the lowest"
-    later = [lv.load for lv in levels if lv.slo_met and lv.load > knee]
+    later = [lv.load for lv in levels if lv.complete and lv.slo_met and lv.load > knee]
     note = "the highest load at which it and every lower level met the SLO"
-    if later:
+    if unknown is not None:
+        note += f"; level {unknown:g} did not complete, so the knee may lie higher"
+    elif later:
         note += f"; higher levels {', '.join(f'{x:g}' for x in later)} met it again (noise or a non-monotonic engine)"
     return knee, note
 

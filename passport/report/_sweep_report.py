@@ -16,7 +16,9 @@ def summary_lines(outcome: SweepOutcome) -> list[str]:
     lines = [f"knee: {load_text(outcome.vary, outcome.knee)} ({outcome.knee_note})" if outcome.knee is not None
              else f"knee: none ({outcome.knee_note})",
              f"saturation: {load_text(outcome.vary, outcome.saturation)} ({outcome.saturation_note})"
-             if outcome.saturation is not None else f"saturation: not reached ({outcome.saturation_note})"]
+             if outcome.saturation is not None else
+             f"saturation: {'unknown' if outcome.saturation_note.startswith('not judged') else 'not reached'} "
+             f"({outcome.saturation_note})"]
     if outcome.stop_reason:
         lines.append(f"stopped early: {outcome.stop_reason}"
                      + (f"; not run: {', '.join(f'{x:g}' for x in outcome.not_run)}" if outcome.not_run else ""))
@@ -24,7 +26,8 @@ def summary_lines(outcome: SweepOutcome) -> list[str]:
 
 
 def _row(lv: LevelResult) -> list[str]:
-    slo = "—" if lv.slo_met is None else ("met" if lv.slo_met else "missed")
+    slo = "unknown (incomplete)" if not lv.complete else ("—" if lv.slo_met is None else
+                                                          ("met" if lv.slo_met else "missed"))
     return [f"{lv.load:g}", lv.verdict, num(lv.throughput_rps, 3), num(lv.output_tokens_per_s, 1), ms(lv.ttft_p50_s),
             ms(lv.ttft_p99_s), ms(lv.itl_p50_s), ms(lv.e2e_p99_s),
             "—" if lv.error_rate is None else f"{lv.error_rate:.1%}",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
@@ -71,6 +72,15 @@ def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name
     return out
 
 
+def _position(done: int, planned: int, started: float) -> str:
+    """' (level 3 of 5; about 2 min left at the pace so far)' for the status line."""
+    if not done:
+        return f" (level 1 of {planned})"
+    left_s = (time.monotonic() - started) / done * (planned - done)
+    left = f"{left_s / 60:.0f} min" if left_s >= 90 else f"{left_s:.0f} s"
+    return f" (level {done + 1} of {planned}; about {left} left at the pace so far, more if higher loads run longer)"
+
+
 def run_sweep(
     spec: RunSpec,
     raw: dict[str, Any],
@@ -95,10 +105,10 @@ def run_sweep(
         say(f"starting the engine once for every level: {' '.join(launcher.command)}")
         launcher.start()
 
-    def run_level(level: float, name: str, vary_as: str, number: int) -> LevelResult:
+    def run_level(level: float, name: str, vary_as: str, number: int, position: str = "") -> LevelResult:
         level_raw = _level_raw(raw, spec, vary_as, level, name, number)
         level_spec = parse_spec(level_raw, f"{name} (sweep level)")
-        say(f"sweep level {name}: {level_spec.load}")
+        say(f"sweep level {name}{position}: {level_spec.load}")
         result = execute(level_spec, level_raw, overrides, folder / "levels", progress=progress, status=status,
                          shared_engine=launcher)
         return summarize_level(level, result.folder, result.passport)
@@ -117,9 +127,10 @@ def run_sweep(
             say(f"probe: saturation near {probe.throughput_rps:.3f} req/s; levels {planned}")
         else:
             planned = auto_concurrency(sweep)
+        started = time.monotonic()
         for i, level in enumerate(planned):
             tag = f"c{level:g}" if vary == "concurrency" else f"r{level:g}"
-            result = run_level(level, f"{spec.name}-{tag}", vary, i + 1)
+            result = run_level(level, f"{spec.name}-{tag}", vary, i + 1, _position(i, len(planned), started))
             outcome.levels.append(result)
             reason = stop_reason(sweep, vary, result)
             if reason is None and sweep.levels == "auto" and vary == "concurrency":

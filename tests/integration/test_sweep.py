@@ -7,10 +7,14 @@ slot: at most 2 / 0.048 = 41.7 requests/s. Below that it keeps up; above it requ
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tests.conftest import LENIENT_CLIENT, SimFactory, run_cli
+from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, run_cli
 from tests.integration.test_report_html import browser_probe
 
 WriteSpec = Callable[..., Path]
@@ -86,3 +90,35 @@ def test_sweep_levels_are_validated(write_spec: WriteSpec, tmp_path: Path) -> No
     assert result.returncode == 2 and "--levels '1,x'" in result.stderr
     result = run_cli("sweep", str(good), "--levels", "1.5,3")
     assert result.returncode == 2 and "whole numbers" in result.stderr
+
+
+def test_ctrl_c_in_the_second_level_judges_only_what_completed(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator(*SIM)
+    spec = write_spec({
+        "name": "cut", "endpoint": {"base_url": url}, "workload": WORKLOAD, "slo": {"ttft.any.p90": "10s"},
+        "load": {"pattern": "closed", "concurrency": 1, "measure": {"duration_s": 4}}, "validity": LENIENT_CLIENT,
+        "sweep": {"vary": "concurrency", "levels": [1, 2, 4]},
+    })
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "sweep", str(spec), "--out", str(tmp_path / "out")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    assert proc.stderr is not None
+    said = []
+    for line in proc.stderr:  # the status lines, until the second level starts
+        said.append(line)
+        if line.startswith("passport: sweep level cut-c2"):
+            break
+    time.sleep(1.5)  # inside level 2's timed phase
+    proc.send_signal(signal.SIGINT)
+    stdout, _ = proc.communicate(timeout=60)
+    assert any(x.startswith("passport: sweep level cut-c1 (level 1 of 3)") for x in said)
+    assert "(level 2 of 3; about " in said[-1] and "left at the pace so far" in said[-1]
+    assert proc.returncode == 1, stdout  # the sweep did not finish: not a success
+    summary = json.loads((_sweep_dir(tmp_path / "out") / "sweep.json").read_text())
+    cut = summary["levels"][1]
+    assert (cut["load"], cut["complete"], cut["slo_met"]) == (2, False, None)
+    assert summary["not_run"] == [4] and summary["saturation"] is None and summary["knee"] == 1
+    assert "concurrency        2: INCOMPLETE" in stdout and "SLO unknown (incomplete)" in stdout
+    assert "saturation: unknown (not judged: 1 complete level, a trend needs two" in stdout
+    assert "throughput still grew" not in stdout

@@ -26,7 +26,8 @@ def _rule(exact: bool, overhead: tuple[int, int, int] | None) -> dict[str, Any]:
 def test_a_fixed_template_overhead_passes_and_is_stated() -> None:
     rule = _rule(True, (24, 24, 16))
     assert rule["status"] == "PASS"
-    assert "the server counted +24 tokens on each of 16 requests (special tokens such as BOS, and on the chat API" in rule["message"]
+    assert "the server counted +24 tokens on each of 16 requests (special tokens such as BOS, and on the chat API" \
+        in rule["message"]
 
 
 def test_a_varying_difference_warns_that_the_server_tokenizes_differently() -> None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import time
+import types
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -60,11 +61,14 @@ _BACKLOG_BYTES = 64 << 20
 _KIND_DICTIONARY = pa.array(CHUNK_KINDS, pa.string())
 
 RecordText = str  # "full" | "hashes"
+_SENDING: Mapping[str, object] = types.MappingProxyType({})  # the progress row of a request being sent
 
 
 class ProgressSink(Protocol):
     """Receives progress after each recorded request (`row`, as written to requests.parquet;
-    not to be kept or changed); called on the event loop, so it must be quick."""
+    not to be kept or changed) and as each request is sent (an empty `row`: only the counts
+    moved, so a closed loop of N shows N in flight); called on the event loop, so it must be
+    quick."""
 
     def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None: ...
 
@@ -349,6 +353,8 @@ class Runner:
             self._c.next_id += 1
             ex: Exchange | None = None
             failure: str | None = None
+            if self._progress is not None:
+                self._progress.update(self._c.done, self._client.in_flight + 1, self._c.errors, _SENDING)
             try:
                 ex = await self._client.exchange(request)
                 if ex.interrupted:

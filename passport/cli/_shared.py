@@ -194,29 +194,56 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
 
 
 class RichProgress:
-    """Adapts rich's progress bar to the runner's ProgressSink, with the live figures of
-    LiveFigures as its detail (`console`: where to draw; stderr by default)."""
+    """The runner's ProgressSink drawn for a person: on a terminal, rich's progress bar with the
+    live figures of LiveFigures as its detail; piped (a CI log, `| tee`), a plain line every
+    `plain_every_s` seconds and at the end, never cut to a terminal's width (`console`: where to
+    draw; stderr by default)."""
 
-    def __init__(self, total: int | None, console: Any = None) -> None:
+    def __init__(self, total: int | None, workers: int = 1, console: Any = None,
+                 plain_every_s: float = 10.0) -> None:
+        import time
+
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-        self._progress = Progress(
-            TextColumn("[bold]requests"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
-            TimeElapsedColumn(), console=console or Console(stderr=True), transient=False, refresh_per_second=2,
-        )
-        self._task = self._progress.add_task("run", total=total, detail="")
         from passport.cli._live import LiveFigures  # numpy: loaded when a run starts, not for --help
 
-        self._live = LiveFigures()
-        self._progress.start()
+        self._console = console or Console(stderr=True)
+        self._live = LiveFigures(workers=workers)
+        self._total, self._last = total, (0, 0, 0)
+        self._clock, self._started = time.monotonic, time.monotonic()
+        self._plain_every_s, self._printed = plain_every_s, time.monotonic()
+        self._progress: Any = None
+        if self._console.is_terminal:
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self._progress = Progress(
+                TextColumn("[bold]requests"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[detail]}"),
+                TimeElapsedColumn(), console=self._console, transient=False, refresh_per_second=2,
+            )
+            self._task = self._progress.add_task("run", total=total, detail="")
+            self._progress.start()
 
     def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
         self._live.add(row)
-        self._progress.update(self._task, completed=done, detail=self._live.line(in_flight, errors))
+        self._last = (done, in_flight, errors)
+        if self._progress is not None:
+            self._progress.update(self._task, completed=done, detail=self._live.line(in_flight, errors))
+        elif self._clock() - self._printed >= self._plain_every_s:
+            self._plain()
+
+    def _plain(self, fresh: bool = False) -> None:
+        done, in_flight, errors = self._last
+        self._printed = self._clock()
+        elapsed = int(self._printed - self._started)
+        self._console.print(f"requests {done}{f'/{self._total}' if self._total else ''} · "
+                            f"{self._live.line(in_flight, errors, fresh=fresh)} · {elapsed // 60}:{elapsed % 60:02d}",
+                            soft_wrap=True, highlight=False, markup=False)
 
     def stop(self) -> None:
-        self._progress.stop()
+        if self._progress is not None:
+            self._progress.stop()
+        else:
+            self._plain(fresh=True)
 
 
 class Printer:
@@ -226,8 +253,8 @@ class Printer:
         self.quiet = quiet
         self.bars: list[RichProgress] = []
 
-    def progress(self, total: int | None) -> RichProgress:
-        bar = RichProgress(total)
+    def progress(self, total: int | None, workers: int = 1) -> RichProgress:
+        bar = RichProgress(total, workers)
         self.bars.append(bar)
         return bar
 

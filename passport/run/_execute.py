@@ -248,8 +248,10 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
     total = None
     if spec.load.open_loop or spec.load.measure.requests is not None:
         total = planned.n_offered * spec.load.repetitions  # a session's turns count one by one
-    sink = progress(total) if progress else None
-    say(f"timed phase: {spec.load} x {spec.load.repetitions}")
+    workers = int((ready.prepared.workers or {}).get("count", 1))
+    sink = progress(total, workers) if progress else None
+    say(f"timed phase: {spec.load} x {spec.load.repetitions}"
+        + (f", sent by {workers} worker processes" if workers > 1 else ""))
     under_load = None
     if run.suite is not None and spec.canary_share > 0:
         under_load = UnderLoad(run.suite, found.access.streams(max_idle=1), found.model_id, spec.endpoint.api,
@@ -257,7 +259,7 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
     timed = run_timed_phase(TimedInputs(
         spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
         run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources,
-        workers=int((ready.prepared.workers or {}).get("count", 1)), base_url=found.access.base_url))
+        workers=workers, base_url=found.access.base_url))
     if under_load is not None and run.suite is not None and gate.results is not None:
         canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
                     share=spec.canary_share)

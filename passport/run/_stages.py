@@ -23,7 +23,7 @@ from workloads import LoadedTokenizer, RequestSet
 __all__ = ["Opened", "Identified", "Planned", "Gate", "Prepared", "Timed", "Say", "ProgressFactory"]
 
 Say = Callable[[str], None]
-ProgressFactory = Callable[[int | None], ProgressSink]
+ProgressFactory = Callable[[int | None, int], ProgressSink]  # (requests to send or None, worker processes)
 
 
 @dataclass(frozen=True)

@@ -40,3 +40,38 @@ def test_the_window_forgets_old_requests_and_the_line_is_cached_between_refreshe
 
 def test_before_any_success_the_line_is_the_counts() -> None:
     assert LiveFigures().line(in_flight=2, errors=0) == "in flight 2, errors 0"
+
+
+def test_tokens_per_s_ends_on_the_passports_definition() -> None:
+    # closed@2 on a slow engine: 4 requests of 32 tokens, 2 at a time, each taking 4 s; the old
+    # line divided 128 tokens by the 4 s between the first and last completion (32 tok/s) while
+    # the passport divides by the window from the first send to the last end, 8 s (16 tok/s)
+    live = LiveFigures(refresh_s=0.0, rate_window_s=60.0)
+    for sent_s, end_s in ((0, 4), (0, 4), (4, 8), (4, 8)):
+        live.add({"outcome": "ok", "phase": "measure", "sent_ns": sent_s * 1000 * MS,
+                  "first_token_ns": (sent_s * 1000 + 100) * MS, "last_token_ns": end_s * 1000 * MS,
+                  "end_ns": end_s * 1000 * MS, "completion_tokens": 32})
+    assert "· 16 output tok/s ·" in live.line(2, 0)
+
+
+def test_the_line_names_worker_processes() -> None:
+    assert LiveFigures(workers=4).line(3, 0) == "in flight 3, errors 0 · 4 worker processes (their figures: in " \
+                                                "the passport)"
+
+
+def test_piped_the_progress_is_plain_lines_never_cut_to_a_terminals_width() -> None:
+    import io
+
+    from rich.console import Console
+
+    from passport.cli._shared import RichProgress
+
+    out = io.StringIO()
+    bar = RichProgress(400, console=Console(file=out, width=40), plain_every_s=0.0)
+    for i, ttft in enumerate([10, 20, 30]):
+        bar.update(i + 1, 2, 0, _row(i, ttft))
+    bar.stop()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and "\x1b" not in out.getvalue()  # no escape codes, one line per report
+    assert lines[-1].startswith("requests 3/400 · TTFT p50 20.0 p99 29.8 ms · TPOT p50 2.00 ms · ")
+    assert "in flight 2, errors 0 · 0:00" in lines[-1]

@@ -49,14 +49,14 @@ def _pool(fake: FakeTransport, n: int, max_tokens: int = 3) -> list[PreparedRequ
 
 
 def _run(tmp_path: Path, fake: FakeTransport, load: LoadSpec, pool: list[PreparedRequest],
-         stop_after_s: float | None = None) -> tuple[pa.Table, pa.Table, Runner]:
+         stop_after_s: float | None = None, progress: Any = None) -> tuple[pa.Table, pa.Table, Runner]:
     schedule = build_schedule(load, len(pool))
 
     async def go() -> Runner:
         stop = asyncio.Event()
         requests_w = TableWriter(tmp_path, "requests", REQUESTS_SCHEMA, flush_rows=256)
         chunks_w = TableWriter(tmp_path, "chunks", CHUNKS_SCHEMA, flush_rows=256)
-        runner = Runner(fake, "chat", load, schedule, pool, requests_w, chunks_w, 0, stop)
+        runner = Runner(fake, "chat", load, schedule, pool, requests_w, chunks_w, 0, stop, progress=progress)
         if stop_after_s is not None:
             asyncio.get_running_loop().call_later(stop_after_s, stop.set)
         try:
@@ -105,6 +105,24 @@ def test_closed_loop_counts_warmup_and_measured_and_never_exceeds_its_users(tmp_
     assert max(seen_in_flight) <= 2  # counted before the new one joins: at most one other in flight
     # a pool of 3 distinct requests cycles: request_index wraps around
     assert sorted(set(requests.column("request_index").to_pylist())) == [0, 1, 2]
+
+
+def test_progress_sees_every_user_in_flight_not_only_the_count_left_when_one_ends(tmp_path: Path) -> None:
+    # the live line of a closed@2 run never showed 2 in flight: it heard only of requests ending,
+    # when the one that ended had left and its user's next had not yet been sent
+    seen: list[tuple[int, bool]] = []
+
+    class Sink:
+        def update(self, done: int, in_flight: int, errors: int, row: Any) -> None:
+            seen.append((in_flight, bool(row)))
+
+    fake = FakeTransport(lambda body, attempt: _answer(itl_s=0.002))
+    load = LoadSpec(pattern="closed", concurrency=2, measure={"requests": 6})
+    _run(tmp_path, fake, load, _pool(fake, 3), progress=Sink())
+    sending = [n for n, row in seen if not row]
+    ending = [n for n, row in seen if row]
+    assert len(sending) == 6 and len(ending) == 6
+    assert max(sending) == 2  # as each is sent, both users are in flight
 
 
 def test_a_timeout_is_recorded_with_its_kind_and_the_run_goes_on(tmp_path: Path) -> None:

@@ -79,7 +79,7 @@ from passport.audit._versions import (
     SCHEMA_VERSION,
     SUPPORTED_SCHEMA_VERSIONS,
 )
-from passport.audit._views import TOOLS, ToolFigure, ToolView, tool_view
+from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, tool_view
 
 __all__ = [
     "COUNT_NAMES",
@@ -136,6 +136,7 @@ __all__ = [
     "export_table",
     "TOOLS",
     "ToolFigure",
+    "ToolTotal",
     "ToolView",
     "tool_view",
     "tokens_per_s_per_user",

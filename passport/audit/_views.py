@@ -39,7 +39,7 @@ from passport._errors import RunFolderError
 from passport.audit._files import load_table
 from passport.audit._metrics import SUCCESS_OUTCOMES
 
-__all__ = ["TOOLS", "Tool", "ToolFigure", "ToolView", "tool_view"]
+__all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view"]
 
 Tool = Literal["vllm", "sglang", "aiperf", "guidellm"]
 TOOLS: tuple[Tool, ...] = ("vllm", "sglang", "aiperf", "guidellm")
@@ -49,14 +49,23 @@ _TOKEN_KINDS = ("content", "reasoning", "tool_call")
 
 @dataclass(frozen=True)
 class ToolFigure:
-    """One of the tool's figures: its own name, summary statistics in ms (or the unit named),
-    passport's nearest figure and what differs."""
+    """One of the tool's per-request figures: its own name and unit, its summary statistics
+    under the tool's own column names (`ToolView.columns`), passport's nearest figure and what
+    differs."""
 
     name: str
     unit: str
-    mean: float | None
-    median: float | None
-    p99: float | None
+    values: dict[str, float | None]
+    passport: str
+    differs: str
+
+
+@dataclass(frozen=True)
+class ToolTotal:
+    """One line of the tool's run summary (duration, token totals, throughputs, peaks)."""
+
+    name: str
+    value: float
     passport: str
     differs: str
 
@@ -65,48 +74,66 @@ class ToolFigure:
 class ToolView:
     tool: Tool
     requests: int
+    columns: tuple[str, ...]
+    totals: list[ToolTotal]
     figures: list[ToolFigure]
 
 
-def _stats(name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
+# The statistics each tool prints per figure, in its order (AIPerf's console table; the others'
+# summaries print mean, median and P99).
+_COLUMNS: dict[Tool, tuple[str, ...]] = {"vllm": ("mean", "median", "p99"), "sglang": ("mean", "median", "p99"),
+                                         "aiperf": ("avg", "min", "max", "p99", "p90", "p75", "std"),
+                                         "guidellm": ("mean", "median", "p99")}
+
+
+def _summary(values: np.ndarray, columns: tuple[str, ...]) -> dict[str, float | None]:
     values = values[np.isfinite(values)]
     if not len(values):
-        return ToolFigure(name, unit, None, None, None, passport, differs)
-    return ToolFigure(name, unit, float(np.mean(values)), float(np.median(values)),
-                      float(np.percentile(values, 99)), passport, differs)
+        return dict.fromkeys(columns)
+    out: dict[str, float | None] = {}
+    for column in columns:
+        if column in ("mean", "avg"):
+            out[column] = float(np.mean(values))
+        elif column == "median":
+            out[column] = float(np.median(values))
+        elif column in ("min", "max"):
+            out[column] = float(np.min(values) if column == "min" else np.max(values))
+        elif column == "std":
+            out[column] = float(np.std(values))  # numpy's population std, as all four use
+        else:
+            out[column] = float(np.percentile(values, float(column[1:])))
+    return out
 
 
-def _rate(name: str, value: float, passport: str, differs: str, unit: str) -> ToolFigure:
-    return ToolFigure(name, unit, value, None, None, passport, differs)
+def _peaks(event_times: list[np.ndarray], start: np.ndarray, end: np.ndarray) -> tuple[float, float]:
+    """vLLM's peaks: the most token events in one second (1 s buckets from the first start) and
+    the most requests in flight at once (a sweep over [start, end), departures first on ties)."""
+    if not len(start):
+        return 0.0, 0.0
+    t0 = float(np.nanmin(start))
+    times = np.concatenate(event_times) if event_times else np.zeros(0)
+    buckets = np.bincount(((times - t0) // 1e9).astype(np.int64)) if len(times) else np.zeros(1)
+    marks = sorted([(float(t), 1) for t in start] + [(float(t), -1) for t in end])
+    level = peak = 0
+    for _, step in marks:
+        level += step
+        peak = max(peak, level)
+    return float(buckets.max()), float(peak)
 
 
-def _bench_serving(ttft_ms: np.ndarray, tpot_ms: np.ndarray, itl_ms: np.ndarray, e2e_ms: np.ndarray, n: int,
-                   output_tokens: float, wall_s: float, names: tuple[str, str],
-                   notes: tuple[str, str, str, str, str]) -> list[ToolFigure]:
-    """The figures vLLM's and SGLang's bench scripts print (SGLang's derives from vLLM's), under
-    each one's names (`names`: its end-to-end figure, passport's nearest TTFT) and notes."""
-    e2e_name, ttft_twin = names
-    return [
-        _stats("TTFT", ttft_ms, ttft_twin, notes[0]),
-        _stats("TPOT", tpot_ms, "tpot", notes[1]),
-        _stats("ITL", itl_ms, "itl.chunk", notes[2]),
-        _stats(e2e_name, e2e_ms, "e2e + connect", notes[3]),
-        _rate("Request throughput", n / wall_s, "throughput req/s", "over first send to last end", "req/s"),
-        _rate("Output token throughput", output_tokens / wall_s, "throughput output tok/s", notes[4], "tok/s"),
-    ]
-
-
-def _per_request(run_dir: Path) -> tuple[pa.Table, pa.Table]:
+def _per_request(run_dir: Path) -> tuple[pa.Table, pa.Table, int]:
+    """(measured successful requests, chunks, measured requests that failed)."""
     requests = load_table(run_dir, "requests", figures_only=True)
     chunks = load_table(run_dir, "chunks", figures_only=True)
     if requests is None or chunks is None:
         raise RunFolderError(f"{run_dir} has no requests.parquet and chunks.parquet: is it a run folder?")
-    measured = pc.and_(pc.equal(requests["phase"], "measure"), pc.is_in(requests["outcome"],
-                                                                         pa.array(SUCCESS_OUTCOMES)))
+    window = pc.equal(requests["phase"], "measure")
     if "retry_of" in requests.column_names:  # an attempt a retry superseded is no request of its own
         retried = pc.unique(pc.drop_null(requests["retry_of"]))
-        measured = pc.and_(measured, pc.invert(pc.is_in(requests["request_id"], retried)))
-    return requests.filter(measured), chunks
+        window = pc.and_(window, pc.invert(pc.is_in(requests["request_id"], retried)))
+    ok = pc.and_(window, pc.is_in(requests["outcome"], pa.array(SUCCESS_OUTCOMES)))
+    failed = int(pc.sum(pc.and_(window, pc.invert(ok))).as_py() or 0)
+    return requests.filter(ok), chunks, failed
 
 
 def _events(chunks: pa.Table, ids: np.ndarray, kinds: tuple[str, ...]) -> list[np.ndarray]:
@@ -121,83 +148,139 @@ def _events(chunks: pa.Table, ids: np.ndarray, kinds: tuple[str, ...]) -> list[n
     return [t[a:b] for a, b in zip(starts, ends)]
 
 
+def _column(requests: pa.Table, name: str) -> np.ndarray:
+    values: np.ndarray = requests[name].to_numpy(zero_copy_only=False).astype(np.float64)
+    return values
+
+
 def tool_view(run_dir: Path, tool: Tool, api: str) -> ToolView:
     """The run summarized as `tool` would summarize it (see the module docstring); `api` is the
     run's endpoint.api (chat or completions)."""
-    requests, chunks = _per_request(Path(run_dir))
+    requests, chunks, failed = _per_request(Path(run_dir))
     ids = requests["request_id"].to_numpy()
-    connect = requests["connect_ns"].fill_null(0).to_numpy().astype(np.float64)
-    start = requests["sent_ns"].to_numpy().astype(np.float64) - connect
-    end = requests["end_ns"].to_numpy().astype(np.float64)
-    server = requests["completion_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
-    client = requests["completion_tokens_client"].to_numpy(zero_copy_only=False).astype(np.float64)
+    start = _column(requests, "sent_ns") - np.nan_to_num(_column(requests, "connect_ns"))
+    end = _column(requests, "end_ns")
+    server, client = _column(requests, "completion_tokens"), _column(requests, "completion_tokens_client")
     out = np.where(np.isfinite(server), server, client)
+    prompt_server, prompt_client = _column(requests, "prompt_tokens"), _column(requests, "input_tokens_client")
+    prompt = np.where(np.isfinite(prompt_server), prompt_server, prompt_client)
+    total_in = float(np.nansum(prompt))
     ms = 1e-6
-    wall_s = (float(end.max() - start.min()) / 1e9) if len(ids) else float("nan")
+    n = len(ids)
+    wall_s = (float(end.max() - start.min()) / 1e9) if n else float("nan")
+    columns = _COLUMNS[tool]
 
-    def firsts_lasts(kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def fig(name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
+        return ToolFigure(name, unit, _summary(values, columns), passport, differs)
+
+    def firsts_lasts(kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         events = _events(chunks, ids, kinds)
         first = np.array([e[0] if len(e) else np.nan for e in events], dtype=np.float64)
         last = np.array([e[-1] if len(e) else np.nan for e in events], dtype=np.float64)
         gaps = np.concatenate([np.diff(e) for e in events]) if events else np.zeros(0)
-        return first, last, gaps.astype(np.float64)
+        return first, last, gaps.astype(np.float64), events
 
     def per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.ndarray:
         with np.errstate(divide="ignore", invalid="ignore"):
             return np.where(tokens > 1, (latency - ttft) / (tokens - 1), np.nan)
 
+    window = "first send to last end (the tool's clock starts a little earlier)"
+    totals: list[ToolTotal]
     figures: list[ToolFigure]
-    if tool == "vllm":
-        first, last, gaps = firsts_lasts(_CHOICE_KINDS)
-        if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
-            last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
-        ttft, e2e = first - start, last - start
-        figures = _bench_serving(
-            ttft * ms, per_token(e2e, ttft, out) * ms, gaps * ms, e2e * ms, len(ids), float(np.nansum(out)), wall_s,
-            ("E2EL", "ttft.any + connect"),
-            ("starts before connecting; the first event with choices, an empty role delta included",
-             "E2EL to the last event before [DONE] (usage included)",
-             "gaps between events with choices, empty ones included",
-             "ends at the last event before [DONE], not the last byte",
-             "usage completion_tokens over the same window"))
-    elif tool == "sglang":
-        first, _, gaps = firsts_lasts(("content",))
-        requested = requests["max_tokens"].to_numpy(zero_copy_only=False).astype(np.float64)
-        tokens = np.where(np.isfinite(server), server, requested)
-        ttft, e2e = first - start, end - start
-        figures = _bench_serving(
-            ttft * ms, per_token(e2e, ttft, tokens) * ms, gaps * ms, e2e * ms, len(ids), float(np.nansum(tokens)),
-            wall_s, ("E2E Latency", "ttft.content + connect"),
-            ("starts before a new connection (one per request); the first non-empty content, reasoning not counted",
-             "E2E to the last line read; tokens from usage, else the requested max_tokens",
-             "gaps between content events only",
-             "ends at the last line read ([DONE] included)",
-             "usage, else the requested max_tokens"))
+    if tool in ("vllm", "sglang"):
+        if tool == "vllm":
+            first, last, gaps, events = firsts_lasts(_CHOICE_KINDS)
+            if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
+                last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
+            ttft, e2e, tokens = first - start, last - start, out
+            names = ("E2EL", "ttft.any + connect")
+            notes = ("starts before connecting; the first event with choices, an empty role delta included",
+                     "E2EL to the last event before [DONE] (usage included)",
+                     "gaps between events with choices, empty ones included",
+                     "ends at the last event before [DONE], not the last byte")
+        else:
+            first, _, gaps, events = firsts_lasts(("content",))
+            tokens = np.where(np.isfinite(server), server, _column(requests, "max_tokens"))
+            ttft, e2e = first - start, end - start
+            names = ("E2E Latency", "ttft.content + connect")
+            notes = ("starts before a new connection (one per request); the first non-empty content, reasoning not "
+                     "counted", "E2E to the last line read; tokens from usage, else the requested max_tokens",
+                     "gaps between content events only", "ends at the last line read ([DONE] included)")
+        generated = float(np.nansum(tokens))
+        peak_tokens, peak_requests = _peaks(events, start, start + e2e)
+        totals = [
+            ToolTotal("Successful requests", n, "outcomes ok + truncated", "measured requests"),
+            ToolTotal("Failed requests", failed, "measured - succeeded", "every failure class together"),
+            ToolTotal("Benchmark duration (s)", wall_s, "windows duration_s", window),
+            ToolTotal("Total input tokens", total_in, "lengths.input_tokens.server",
+                      "prompt tokens as the server counted them (the tool sums its own dataset's lengths)"),
+            ToolTotal("Total generated tokens", generated, "completion tokens",
+                      "usage" if tool == "vllm" else "usage, else the requested max_tokens"),
+            ToolTotal("Request throughput (req/s)", n / wall_s, "throughput.requests_per_s", window),
+            ToolTotal("Output token throughput (tok/s)", generated / wall_s, "throughput.output_tokens_per_s",
+                      window),
+            ToolTotal("Peak output token throughput (tok/s)", peak_tokens, "(no passport figure)",
+                      "the most streamed events in one second, counted from the first send"),
+            ToolTotal("Peak concurrent requests", peak_requests, "concurrency max",
+                      "successful requests only, each from its send to its " + names[0]),
+            ToolTotal("Total token throughput (tok/s)", (total_in + generated) / wall_s,
+                      "throughput.total_tokens_per_s", window),
+        ]
+        if tool == "sglang":
+            totals[6:6] = [ToolTotal("Input token throughput (tok/s)", total_in / wall_s, "(no passport figure)",
+                                     window)]
+            totals.append(ToolTotal("Concurrency", float(np.nansum(e2e)) / 1e9 / wall_s, "concurrency mean",
+                                    "the sum of E2E latencies over the duration"))
+        figures = [
+            fig("TTFT", ttft * ms, names[1], notes[0]),
+            fig("TPOT", per_token(e2e, ttft, tokens) * ms, "tpot", notes[1]),
+            fig("ITL", gaps * ms, "itl.chunk", notes[2]),
+            fig(names[0], e2e * ms, "e2e + connect", notes[3]),
+        ]
     elif tool == "aiperf":
-        first, last, gaps = firsts_lasts(_TOKEN_KINDS)
+        first, last, gaps, _ = firsts_lasts(_TOKEN_KINDS)
         ttft = first - start
         latency = last - start
+        itl = per_token(latency, ttft, out)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_user = np.where(itl > 0, 1e9 / itl, np.nan)
+        generated = float(np.nansum(out))
+        totals = [
+            ToolTotal("Request Count (requests)", n, "outcomes ok + truncated", "measured successful requests"),
+            ToolTotal("Request Throughput (requests/sec)", n / wall_s, "throughput.requests_per_s", window),
+            ToolTotal("Output Token Throughput (tokens/sec)", generated / wall_s, "throughput.output_tokens_per_s",
+                      window),
+        ]
         figures = [
-            _stats("Time to First Token", ttft * ms, "ttft.any + connect", "starts before the connection is acquired"),
-            _stats("Inter Token Latency", per_token(latency, ttft, out) * ms, "tpot", "per request, from its latency "
-                   "and TTFT"),
-            _stats("Inter Chunk Latency", gaps * ms, "itl.chunk", "the same gaps"),
-            _stats("Request Latency", latency * ms, "e2e + connect", "ends at the last token-bearing response, not "
-                   "the last byte"),
-            _rate("Request Throughput", len(ids) / wall_s, "throughput req/s", "over first send to last end", "req/s"),
+            fig("Time to First Token", ttft * ms, "ttft.any + connect", "starts before the connection is acquired"),
+            fig("Inter Token Latency", itl * ms, "tpot", "per request, from its latency and TTFT"),
+            fig("Inter Chunk Latency", gaps * ms, "itl.chunk", "the same gaps"),
+            fig("Request Latency", latency * ms, "e2e + connect", "ends at the last token-bearing response, not the "
+                "last byte"),
+            fig("Output Token Throughput Per User", per_user, "tps.user", "1 / its inter token latency: TTFT left "
+                "out, as tps.user leaves it", "tokens/sec/user"),
+            fig("Output Sequence Length", out, "lengths.output_tokens.realized", "usage, else our count", "tokens"),
+            fig("Input Sequence Length", prompt, "lengths.input_tokens.server", "usage, else our count", "tokens"),
         ]
     else:
-        first, last, _ = firsts_lasts(_TOKEN_KINDS)
+        first, last, _, _ = firsts_lasts(_TOKEN_KINDS)
         with np.errstate(divide="ignore", invalid="ignore"):
             itl = np.where(out > 1, (last - first) / (out - 1), np.nan)
             tpot = np.where(out > 0, (last - start) / out, np.nan)
-        figures = [
-            _stats("time_to_first_token_ms", (first - start) * ms, "ttft.any + connect", "starts before connecting"),
-            _stats("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
-            _stats("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
-                   "token over all output tokens"),
-            _stats("request_latency", (end - start) * ms, "e2e + connect", "start to end"),
-            _rate("requests_per_second", len(ids) / wall_s, "throughput req/s", "over first send to last end",
-                  "req/s"),
+        generated = float(np.nansum(out))
+        totals = [
+            ToolTotal("duration (s)", wall_s, "windows duration_s", window),
+            ToolTotal("requests_per_second", n / wall_s, "throughput.requests_per_s", window),
+            ToolTotal("output_tokens_per_second", generated / wall_s, "throughput.output_tokens_per_s", window),
+            ToolTotal("tokens_per_second", (total_in + generated) / wall_s, "throughput.total_tokens_per_s",
+                      window + "; prompt and output tokens"),
         ]
-    return ToolView(tool, len(ids), figures)
+        figures = [
+            fig("request_latency", (end - start) / 1e9, "e2e + connect", "start to end, in seconds as guidellm "
+                "reports it", "s"),
+            fig("time_to_first_token_ms", (first - start) * ms, "ttft.any + connect", "starts before connecting"),
+            fig("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
+            fig("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
+                "token over all output tokens"),
+        ]
+    return ToolView(tool, n, columns, totals, figures)

@@ -61,10 +61,14 @@ def main(args: argparse.Namespace) -> ExitCode:
     view = tool_view(args.run_dir, args.tool, api)
     print(f"{passport.get('name', args.run_dir.name)} as {args.tool} defines its figures "
           f"({view.requests} measured successful requests, endpoint.api {api})")
-    width = max(len(f.name) for f in view.figures)
-    print(f"{'figure':<{width}}  {'mean':>12}  {'median':>12}  {'p99':>12}  unit    nearest passport figure; "
-          "what differs")
+    width = max(len(t.name) for t in view.totals)
+    for t in view.totals:
+        value = f"{t.value:,.0f}" if float(t.value).is_integer() else _num(t.value)
+        print(f"{t.name + ':':<{width + 1}}  {value:>14}  {t.passport}; {t.differs}")
+    width = max(len(f"{f.name} ({f.unit})") for f in view.figures)
+    print(f"{'figure':<{width}}  " + "  ".join(f"{c:>12}" for c in view.columns)
+          + "  nearest passport figure; what differs")
     for f in view.figures:
-        print(f"{f.name:<{width}}  {_num(f.mean):>12}  {_num(f.median):>12}  {_num(f.p99):>12}  {f.unit:<6}  "
-              f"{f.passport}; {f.differs}")
+        cells = "  ".join(f"{_num(f.values[c]):>12}" for c in view.columns)
+        print(f"{f.name + ' (' + f.unit + ')':<{width}}  {cells}  {f.passport}; {f.differs}")
     return ExitCode.OK

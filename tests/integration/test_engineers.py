@@ -225,15 +225,22 @@ def test_endpoint_on_a_launching_spec_attaches_to_the_running_server(
     assert unplaced.returncode == 2 and "pass --endpoint URL of the running server" in unplaced.stderr
 
 
-def _figures(stdout: str) -> dict[str, tuple[float, ...]]:
-    """{figure: (mean, median, p99)} from `passport show --as` (a rate has its mean only)."""
+def _figures(stdout: str) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """`passport show --as`: ({total: value}, {figure without its unit: {column: value}})."""
     import re
 
+    lines = stdout.splitlines()[1:]
+    header = next(i for i, line in enumerate(lines) if line.startswith("figure "))
+    totals = {}
+    for line in lines[:header]:
+        name, value = re.match(r"(.+?):\s+([\d,.]+)\s", line).groups()  # type: ignore[union-attr]
+        totals[name] = float(value.replace(",", ""))
+    columns = lines[header].split()[1:-5]
     rows = {}
-    for line in stdout.splitlines()[2:]:
+    for line in lines[header + 1:]:
         name, *cells = re.split(r"\s{2,}", line.strip())
-        rows[name] = tuple(float(x.replace(",", "")) for x in cells[:3] if x != "—")
-    return rows
+        rows[name.rsplit(" (", 1)[0]] = {c: float(x.replace(",", "")) for c, x in zip(columns, cells) if x != "—"}
+    return totals, rows
 
 
 def test_each_tools_view_gives_the_figures_its_definitions_imply_for_a_scripted_stream(
@@ -249,24 +256,35 @@ def test_each_tools_view_gives_the_figures_its_definitions_imply_for_a_scripted_
                      "--concurrency", "1", "--num-prompts", "10", "--out", str(tmp_path / "o"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     run = only_run_dir(tmp_path / "o")
-    views = {}
+    views, totals = {}, {}
     for tool in ("vllm", "sglang", "aiperf", "guidellm"):
         shown = run_cli("show", str(run), "--as", tool)
         assert shown.returncode == 0, shown.stderr
-        views[tool] = _figures(shown.stdout)
+        totals[tool], views[tool] = _figures(shown.stdout)
 
     def near(value: float, want: float, within: float = 0.15) -> bool:
         return abs(value - want) <= within * want
 
     vllm, sglang, aiperf, guidellm = (views[t] for t in ("vllm", "sglang", "aiperf", "guidellm"))
     # vLLM: TTFT at the role chunk, so its TPOT spreads 90 ms over 5 tokens
-    assert vllm["TTFT"][1] < 10 and near(vllm["TPOT"][1], 90 / 5) and near(vllm["E2EL"][1], 90)
-    assert near(vllm["ITL"][1], 10)
+    assert vllm["TTFT"]["median"] < 10 and near(vllm["TPOT"]["median"], 90 / 5)
+    assert near(vllm["E2EL"]["median"], 90) and near(vllm["ITL"]["median"], 10)
     # SGLang and AIPerf: TTFT at the first content, TPOT the 10 ms the script spaces tokens by
-    assert near(sglang["TTFT"][1], 40) and near(sglang["TPOT"][1], 10) and near(sglang["E2E Latency"][1], 90)
-    assert near(aiperf["Inter Token Latency"][1], 10) and near(aiperf["Request Latency"][1], 90)
-    # guidellm: time per output token includes TTFT: 90 ms over 6 tokens
-    assert near(guidellm["time_per_output_token_ms"][1], 90 / 6) and near(guidellm["inter_token_latency_ms"][1], 10)
+    assert near(sglang["TTFT"]["median"], 40) and near(sglang["TPOT"]["median"], 10)
+    assert near(sglang["E2E Latency"]["median"], 90)
+    assert near(aiperf["Inter Token Latency"]["p75"], 10) and near(aiperf["Request Latency"]["avg"], 90)
+    assert set(aiperf["Time to First Token"]) == {"avg", "min", "max", "p99", "p90", "p75", "std"}
+    assert near(aiperf["Output Token Throughput Per User"]["avg"], 100)  # one token per 10 ms
+    # guidellm: time per output token includes TTFT: 90 ms over 6 tokens; its request latency is in seconds
+    assert near(guidellm["time_per_output_token_ms"]["median"], 90 / 6)
+    assert near(guidellm["inter_token_latency_ms"]["median"], 10) and near(guidellm["request_latency"]["median"], 0.09)
+    # the totals vLLM prints: 10 requests one at a time, 6 tokens each, prompts as the server counted them
+    v = totals["vllm"]
+    assert (v["Successful requests"], v["Failed requests"], v["Total generated tokens"]) == (10, 0, 60)
+    assert v["Peak concurrent requests"] == 1 and near(v["Benchmark duration (s)"], 10 * 0.09, 0.5)
+    assert near(v["Output token throughput (tok/s)"], 60 / v["Benchmark duration (s)"], 0.01)
+    assert near(totals["aiperf"]["Output Token Throughput (tokens/sec)"], v["Output token throughput (tok/s)"], 0.01)
+    assert "output_tokens_per_second" in totals["guidellm"] and "Concurrency" in totals["sglang"]
 
     # the same from the raw logs, by hand: vLLM's TTFT is the first event with choices less (sent - connect)
     requests = pd.read_parquet(run / "requests.parquet")
@@ -276,9 +294,10 @@ def test_each_tools_view_gives_the_figures_its_definitions_imply_for_a_scripted_
     first = chunks[chunks.kind.astype(str).isin(["empty", "content", "reasoning", "tool_call"])].groupby(
         "request_id").recv_ns.min()
     by_hand = ((first.loc[ok.index] - start) / 1e6).to_numpy()
-    assert abs(float(pd.Series(by_hand).median()) - vllm["TTFT"][1]) < 0.001
+    assert abs(float(pd.Series(by_hand).median()) - vllm["TTFT"]["median"]) < 0.001
     wall_s = (ok.end_ns.max() - start.min()) / 1e9
-    assert abs(len(ok) / wall_s - vllm["Request throughput"][0]) < 0.001
+    assert abs(len(ok) / wall_s - v["Request throughput (req/s)"]) < 0.001
+    assert v["Total input tokens"] == ok.prompt_tokens.sum()
 
     # tokens/s per user, a passport metric: 6 tokens from the first at 40 ms to the end at 90 ms
     import json

@@ -115,6 +115,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         clocks=(protocol.get("workers") or {}).get("clocks"),
         lags=lag_facts(requests, load_table(run_dir, "telemetry"), discarded) if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
+        declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

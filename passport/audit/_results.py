@@ -56,8 +56,9 @@ from passport.audit._types import (
 
 __all__ = ["compute_results", "per_request_samples", "RunData", "read_run", "tokens_per_s_per_user"]
 
-_NO_PEAK = ("no engine process was launched by the harness and no GPU memory was sampled (NVML, a DCGM "
-            "exporter or TRT-LLM's /metrics)")
+_NO_GPU = "no GPU memory was sampled (NVML, a DCGM exporter or TRT-LLM's /metrics)"
+_NO_PEAK = f"no engine process was launched by the harness and {_NO_GPU}"
+_NO_TIMED_PHASE = "nothing was sampled: the run had no timed phase"
 
 
 def _rate_stat(values: list[float]) -> StatFigures:
@@ -232,13 +233,16 @@ def _cache_usage(run: RunData) -> CacheUsageFigures | None:
 def _process_figures(telemetry: pa.Table | None, server: ServerFigures | None,
                      dispatch_p99_s: float | None) -> tuple[PeakMemoryFigures, int | None, ClientFigures]:
     """(peak memory, engine restarts, the client's own figures) from telemetry.parquet."""
-    peak: PeakMemoryFigures = {"value_bytes": None, "source": None, "reason": _NO_PEAK}
+    peak: PeakMemoryFigures = {"value_bytes": None, "source": None, "reason": _NO_TIMED_PHASE}
     cpu_mean = cpu_max = lag_p99 = None
     restarts = None
     if telemetry is not None and telemetry.num_rows:
         source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
         value = numeric_column(telemetry, "value")
         rss = value[(source == "engine") & (name == "rss_bytes")]
+        launched = bool(((source == "engine") & (name == "launched")).any())
+        peak["reason"] = (f"the launched engine's process tree was not sampled and {_NO_GPU}" if launched
+                          else _NO_PEAK)
         if server is not None and server["gpu_memory_peak_bytes"] is not None:
             peak = {"value_bytes": server["gpu_memory_peak_bytes"],
                     "source": f"GPU memory used ({server['gpu_source']})", "reason": None}

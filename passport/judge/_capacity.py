@@ -192,7 +192,7 @@ def compute(arch: Architecture | None, budget: Budget, context_tokens: int, kv_b
                          f"{arch.linear_state_bytes_per_layer / MiB:.2f} MiB = {linear / MiB:.2f} MiB per sequence")
         state_bytes_per_sequence = state
     else:
-        lines.append(f"fixed state per sequence: {state_bytes_per_sequence / MiB:.2f} MiB (given)")
+        lines.append(f"fixed state per sequence: {state_bytes_per_sequence / MiB:.2f} MiB ({state_source})")
     weight_bytes = None
     if arch is not None and arch.n_params:
         weight_bytes = arch.n_params * _bytes_of(budget.weight_dtype)

@@ -141,6 +141,8 @@ def test_a_failing_suite_holds_the_run_before_any_timed_request(
     else:
         assert passport["verdict"] == "HOLD" and "Result is: HOLD" in result.stdout
         assert rows == 0  # nothing was timed
+        # and nothing was sampled: said so, not blamed on an engine nobody launched
+        assert passport["results"]["peak_memory"]["reason"] == "nothing was sampled: the run had no timed phase"
     assert passport["files"]["canaries.parquet"]["rows"] == 7
     declared_suite = passport["protocol"]["canary_suite"]
     assert declared_suite["suite"] == "every-kind" and [c["id"] for c in declared_suite["cases"]] == [

@@ -40,6 +40,11 @@ def test_cli_shows_both_numbers_and_the_term_between_them() -> None:
     assert result.returncode == 0, result.stderr
     assert "pool holds 381,747 tokens" in result.stdout
     assert "naive division: 46" in result.stdout and "implied fixed state per sequence" in result.stdout
+    # derived from the published figure, not given: the label says which (it said "(given)")
+    assert "fixed state per sequence: 150.76 MiB (implied by the published figure)" in result.stdout
+    given = run_cli("capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "8192",
+                    "--state-mib-per-sequence", "150")
+    assert "fixed state per sequence: 150.00 MiB (given)" in given.stdout
     assert result.stdout.rstrip().endswith("46 sequences of 8,192 tokens by naive division, 36 charging 150.8 MiB of "
                                            "fixed state per sequence")
     as_json = json.loads(run_cli("capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context",

@@ -189,3 +189,19 @@ def test_clock_offsets_warn_when_a_hosts_offset_cannot_be_bounded() -> None:
     assert ok["status"] == "PASS" and "bounded within 0.300 ms" in str(ok["message"])
     (warn,) = rule([bounded, loose])
     assert warn["status"] == "WARN" and "worker(s) 1 could not be bounded" in str(warn["message"])
+
+
+def test_achieved_rate_names_each_rate_and_labels_the_ratio() -> None:
+    # a Poisson run showed 0.563 and 0.599 req/s and a bare 0.94 beside the declared rate
+    results = cast(ResultsFigures, {"client": {"dispatch_lag_p99_ms": None, "cpu_share_max": None,
+                                               "loop_lag_p99_ms": None}})
+    limits = cast(ValidityLimits, ValiditySpec().model_dump())
+    counts: dict[str, int | None] = {name: 0 for name in COUNT_NAMES}
+    facts = RunFacts(complete=True, incomplete_reason=None, open_loop=True, launched_engine=False, git_dirty=False,
+                     exact_lengths=True, canaries=NO_CANARIES, forced=False, offered_rate_per_s=0.599,
+                     achieved_rate_per_s=0.563, declared_rate_per_s=0.6)
+    rule = next(r for r in evaluate(results, counts, facts, limits) if r["name"] == "achieved_rate")
+    assert rule["status"] == "PASS" and rule["measured"] == 0.9399
+    assert rule["message"].startswith("achieved / offered = 0.940: completions came at 0.563 req/s (first to last "
+                                      "completion) while the schedule offered 0.599 req/s (first to last scheduled "
+                                      "arrival; the declared 0.6/s is the mean")

@@ -110,3 +110,20 @@ def test_the_cause_is_read_from_the_samples() -> None:
     rules = _rules(_results(400.0, 20.0, 600.0), lags)
     assert "waiting for a CPU for 82% of the worst loop lags (it used 10% of a core)" in \
         rules["client_not_bound"]["message"]
+
+
+def test_a_passport_written_under_rules_version_1_re_derives_its_own_words() -> None:
+    # the pinned schema-1.3 run predates rules version 3: verify must re-derive the absolute
+    # limits and messages it was written with, rule for rule, not today's
+    import json
+
+    from passport.audit import RunState, derive
+    from tests.conftest import REPO
+
+    run = REPO / "tests" / "data" / "runs" / "v1.3"
+    passport = json.loads((run / "passport.json").read_text())
+    assert "passport.rules" not in passport["protocol"]["harness"]["libraries"]
+    validity = passport["validity"]
+    derived = derive(run, passport["protocol"], RunState(validity["complete"], validity["incomplete_reason"],
+                                                          validity["forced"], validity["launched_engine"]))
+    assert [dict(r) for r in derived.rules] == validity["rules"]

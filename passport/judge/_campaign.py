@@ -44,6 +44,10 @@ __all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "SWEEP_FILE", "campaign_record",
            "failed_arm", "rank_arms", "arm_counts", "managed_lines", "ROW_PATHS"]
 
 CAMPAIGN_VERSION = 1
+# The invariants compared across arms (campaign version 1): compare's first six. Its cache-state
+# and validity invariants are not among them: each arm is judged VALID on its own before it is
+# ranked, and campaign.json records these six, so a record verifies as it was written.
+CAMPAIGN_INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
 CAMPAIGN_FILE = "campaign.json"
 SWEEP_FILE = "sweep.json"  # written by passport.run.run_sweep
 # Paths into a row a gate may read (`arms.best.<path>`, `arms.<name>.<path>`) -> kind.
@@ -153,7 +157,7 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
                     "input_tokens": cost.input_tokens, "output_tokens": cost.output_tokens}
     if p.results.discard is not None:
         row.discarded = [f"repetition {d.repetition} by {d.rule!r} ({d.message})" for d in p.results.discard.discarded]
-    row.invariants = invariant_values(p)
+    row.invariants = {k: v for k, v in invariant_values(p).items() if k in CAMPAIGN_INVARIANTS}
     head, _, rest = objective.partition(".")
     source = {"goodput": row.goodput, "throughput": row.throughput}.get(head, row.cost or {})
     row.objective = source.get(rest)

@@ -46,7 +46,9 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
     group = command.add_argument_group(
         "a run without a spec (each flag also overrides a spec's field; all are recorded in the passport)")
     group.add_argument("--model", metavar="ID", help="endpoint.model (default: the first /models lists)")
-    group.add_argument("--api", choices=["chat", "completions"], help="endpoint.api")
+    group.add_argument("--api", choices=["chat", "completions"],
+                       help="endpoint.api (default chat: the server applies its chat template; completions sends "
+                            "the prompt as is, as vLLM's bench serve does by default)")
     group.add_argument("--concurrency", "--max-concurrency", type=int, metavar="N",
                        help="N users in a closed loop; with --rate, a cap on requests in flight (vLLM's and "
                             "SGLang's --max-concurrency)")
@@ -60,7 +62,10 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
                        help="send the load from N processes (load.workers; auto: calibrated on this machine)")
     group.add_argument("--num-prompts", type=int, metavar="N", help="measure N requests (load.measure.requests)")
     group.add_argument("--duration", type=float, metavar="S", help="measure for S seconds (load.measure.duration_s)")
-    group.add_argument("--input-len", type=int, metavar="N", help="every prompt N tokens (workload.input_tokens)")
+    group.add_argument("--input-len", type=int, metavar="N",
+                       help="every prompt N tokens of text under the model's tokenizer, as vLLM's --random-input-len "
+                            "(workload.input_tokens); the chat API's template adds tokens the server counts, stated "
+                            "in the passport's exact_input_lengths rule")
     group.add_argument("--output-len", type=int, metavar="N", help="every answer N tokens (workload.output_tokens)")
     group.add_argument("--dataset", metavar="FILE", help="replay this request log (workload.source.path)")
     group.add_argument("--dataset-format", choices=["openai", "sharegpt"], default="openai",

@@ -21,10 +21,11 @@ from workloads._requestset import (
 from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_lines, preset_names
 from workloads._synthetic import corpus_text, synthesize_prompt
 from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
-from workloads._yaml import load_yaml
+from workloads._yaml import MAX_YAML_NODES, load_yaml
 
 __all__ = [
     "load_yaml",
+    "MAX_YAML_NODES",
     "DEFAULT_SCHEMA",
     "DEFAULT_TOOLS",
     "EXTENDED_SCHEMA",

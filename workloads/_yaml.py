@@ -1,7 +1,11 @@
-"""YAML as specs, suites and presets are read: UTF-8 text, safe tags only, no duplicate keys.
+"""YAML as specs, suites and presets are read: UTF-8 text, safe tags only, no duplicate keys,
+bounded in bytes and in what aliases expand to.
 
 PyYAML keeps the last of two equal keys silently (`load:` twice: the first is lost), and reads
 bytes of any encoding as text; both are errors here, each with one message that says where.
+A document whose aliases expand past `MAX_YAML_NODES` nodes (the "billion laughs" bomb: nine
+levels of ten aliases each) is refused after loading, before anything walks it as a tree; the
+bytes themselves are read bounded by `passport._input`.
 """
 
 from __future__ import annotations
@@ -10,7 +14,30 @@ from typing import Any
 
 import yaml
 
-__all__ = ["load_yaml"]
+__all__ = ["load_yaml", "MAX_YAML_NODES"]
+
+MAX_YAML_NODES = 1_000_000
+
+
+def _expanded_nodes(value: Any, limit: int) -> int:
+    """How many nodes `value` has as a tree (aliases counted at every use), up to `limit` + 1."""
+    sizes: dict[int, int] = {}
+
+    def size(item: Any) -> int:
+        key = id(item)
+        if key in sizes:
+            return sizes[key]
+        children = (list(item.keys()) + list(item.values()) if isinstance(item, dict)
+                    else item if isinstance(item, list) else [])
+        total = 1
+        for child in children:
+            total += size(child)
+            if total > limit:
+                break
+        sizes[key] = total
+        return total
+
+    return size(value)
 
 
 class _UniqueKeys(yaml.SafeLoader):
@@ -45,9 +72,16 @@ def load_yaml(data: bytes, source: str) -> Any:
     if "\x00" in text:
         raise ValueError(f"{source} holds NUL bytes: it is not a YAML text file")
     try:
-        return yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader subclass)
+        document = yaml.load(text, Loader=_UniqueKeys)  # noqa: S506 (a SafeLoader subclass)
+        expanded = _expanded_nodes(document, MAX_YAML_NODES)
     except yaml.YAMLError as exc:
         raise ValueError(f"{source} is not valid YAML: {_where_and_what(exc)}") from None
+    except RecursionError:
+        raise ValueError(f"{source} nests deeper than a YAML document may") from None
+    if expanded > MAX_YAML_NODES:
+        raise ValueError(f"{source}: its aliases expand to over {MAX_YAML_NODES:,} values (an alias bomb?); write "
+                         "the values out or use fewer nested aliases")
+    return document
 
 
 def _where_and_what(exc: yaml.YAMLError) -> str:

@@ -40,10 +40,11 @@ def add(sub: Any, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> ExitCode:
     from passport.model import load_campaign
+
+    campaign, specs, raw = load_campaign(args.spec)  # a bad spec is refused before the heavy imports
     from passport.report import arm_lines, campaign_lines
     from passport.run import run_campaign
 
-    campaign, specs, raw = load_campaign(args.spec)
     with Printer(args.quiet) as printer:
         outcome = run_campaign(campaign, specs, raw, args.out, **printer.kwargs())
     print(f"campaign: {outcome.folder / 'campaign.json'}")

@@ -28,10 +28,10 @@ def add(sub: Any, epilog: str) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
+    spec, raw, _, overrides = load_spec_with_overrides(args)  # a bad spec is refused before the heavy imports
     from passport.report import headline_lines
     from passport.run import execute
 
-    spec, raw, _, overrides = load_spec_with_overrides(args)
     with Printer(args.quiet) as printer:
         outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
     if outcome.passport.verdict == "INCOMPLETE":

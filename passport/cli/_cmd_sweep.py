@@ -31,10 +31,10 @@ def add(sub: Any, epilog: str) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
+    spec, _, merged, overrides = load_spec_with_overrides(args)  # a bad spec is refused before the heavy imports
     from passport.report import summary_lines
     from passport.run import run_sweep
 
-    spec, _, merged, overrides = load_spec_with_overrides(args)
     with Printer(args.quiet) as printer:
         outcome = run_sweep(spec, merged, overrides, args.out, **printer.kwargs())
     print(f"sweep:  {outcome.folder / 'sweep.json'}")

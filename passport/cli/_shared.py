@@ -162,6 +162,15 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
     """(spec, the YAML as written, the YAML with command-line overrides, the overrides). Without a
     spec file (`passport run --endpoint URL --concurrency N ...`), the flags are the spec."""
     from passport._errors import SpecError
+    from passport._input import check_input_file
+
+    if args.spec is not None:  # before the heavy imports: /dev/zero or a FIFO is refused at once
+        try:
+            check_input_file(args.spec, "spec")
+        except OSError as exc:
+            raise SpecError(f"cannot read spec {args.spec}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
     from passport.model import Override, load_spec, parse_spec, with_overrides
 
     if args.spec is not None:

@@ -28,8 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from passport._input import read_bounded
 from passport.audit import parse_duration_s, parse_fraction
 from passport.judge._names import GateError, Kind, Target, resolve
 from passport.model import Passport
@@ -149,13 +148,15 @@ def evaluate_gate(passport: Passport | dict[str, Any], conditions: list[Conditio
 
 
 def load_gate_file(path: Path) -> list[str]:
-    """A YAML gate file: `require: [<condition>, ...]`."""
+    """A YAML gate file: `require: [<condition>, ...]` (read bounded: see passport._input)."""
+    from workloads import load_yaml
+
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = load_yaml(read_bounded(path, "gate file"), f"gate file {path}")
     except OSError as exc:
         raise GateError(f"cannot read gate file {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise GateError(f"gate file {path} is not valid YAML: {exc}") from exc
+    except ValueError as exc:
+        raise GateError(str(exc)) from None
     require = data.get("require") if isinstance(data, dict) else None
     if not isinstance(require, list) or not all(isinstance(c, str) for c in require) or not require:
         raise GateError(f"gate file {path} must hold `require:` with a list of conditions, e.g. - ttft.any.p99 < 2s")

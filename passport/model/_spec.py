@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from harness import CONTROL_BYTES, Limits, LoadSpec, scrub
 from passport._errors import SpecError
+from passport._input import read_bounded
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
 from workloads import WorkloadSpec, load_yaml
@@ -348,14 +349,13 @@ def parse_spec(data: Any, source: str = "") -> RunSpec:
 
 
 def read_yaml_file(path: Path, what: str, examples: str) -> Any:
-    """A YAML file's document (strict: see workloads.load_yaml); SpecError when it cannot be read,
-    is not YAML, or is empty (pointing at `examples`)."""
+    """A YAML file's document (bounded and strict: see passport._input and workloads.load_yaml);
+    SpecError when it cannot be read, is not a regular file, is too large, is not YAML, expands
+    too far, or is empty (pointing at `examples`)."""
     try:
-        data = Path(path).read_bytes()
+        raw = load_yaml(read_bounded(path, what), f"{what} {path}")
     except OSError as exc:
         raise SpecError(f"cannot read {what} {path}: {exc.strerror}") from exc
-    try:
-        raw = load_yaml(data, f"{what} {path}")
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     if raw is None:

@@ -224,6 +224,36 @@ def test_a_bad_spec_is_one_clear_message(tmp_path: Path, name: str, content: byt
     assert not (tmp_path / "out").exists()
 
 
+@fault("a spec that is no file or never ends: /dev/zero, /dev/urandom, a FIFO, 100 MB, a nine-level alias bomb, "
+       "nesting 100,000 deep", "exit 2 in under a second with what it is and the limit (regular files of at most 4 MiB, "
+       "aliases expanding to at most 1,000,000 values); memory stays flat, nothing waits on the FIFO")
+@pytest.mark.parametrize("kind", ["zero", "urandom", "fifo", "huge", "alias_bomb", "deep"])
+def test_a_spec_that_never_ends_or_explodes_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    if kind in ("zero", "urandom"):
+        spec, said = Path(f"/dev/{kind}"), "is a device, not a file"
+    elif kind == "fifo":
+        spec, said = tmp_path / "spec.fifo", "is a FIFO, not a file"
+        os.mkfifo(spec)
+    elif kind == "huge":
+        spec, said = tmp_path / "huge.yaml", "is 104,857,600 bytes; a spec is at most 4,194,304"
+        with spec.open("wb") as f:
+            f.truncate(100 * 2**20)
+    elif kind == "alias_bomb":
+        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
+        spec, said = tmp_path / "bomb.yaml", "its aliases expand to over 1,000,000 values"
+        spec.write_text("\n".join(lines) + "\n")
+    else:
+        spec, said = tmp_path / "deep.yaml", "nests deeper than a YAML document may"
+        spec.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")
+    started = time.monotonic()
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), timeout_s=30)
+    elapsed_s = time.monotonic() - started
+    assert result.returncode == 2 and said in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "out").exists()
+    assert elapsed_s < 10, elapsed_s  # a second on a quiet machine (README); bounded, not hanging, on a busy one
+
+
 # -- the machine: an unusable output folder, a full disk ------------------------------------------
 
 

@@ -14,7 +14,9 @@ from harness._fake import FakeAnswer, FakeTransport, sse_events
 from harness._http import Endpoint, Exchange, HttpClient, Limits, Timeouts
 from harness._launcher import EngineLauncher, free_port, redact_command
 from harness._openai import (
+    ACCOUNTING_ERROR,
     CHUNK_KINDS,
+    MAX_TOKEN_COUNT,
     OUTCOMES,
     SUCCESS_OUTCOMES,
     Api,
@@ -22,6 +24,7 @@ from harness._openai import (
     StreamSummary,
     build_body,
     classify,
+    impossible_accounting,
     judge,
     summarize,
 )
@@ -133,6 +136,9 @@ __all__ = [
     "free_port",
     "join_parts",
     "judge",
+    "impossible_accounting",
+    "ACCOUNTING_ERROR",
+    "MAX_TOKEN_COUNT",
     "nvml_devices",
     "redact_command",
     "samples",

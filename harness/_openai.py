@@ -48,6 +48,9 @@ __all__ = [
     "SUCCESS_OUTCOMES",
     "classify",
     "CHUNK_KINDS",
+    "ACCOUNTING_ERROR",
+    "MAX_TOKEN_COUNT",
+    "impossible_accounting",
 ]
 
 Api = Literal["chat", "completions"]
@@ -119,15 +122,39 @@ class StreamSummary:
     reasoning: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    # What made the server's own accounting impossible (a count out of range or negative, more
+    # tokens than the budget or the stream allow); the request is then a stream_error.
+    accounting_error: str | None = None
+    events_after_done: int = 0
+
+
+# A token count a column holds and no request reaches; beyond it (or below 0) a count is not one.
+MAX_TOKEN_COUNT = 2**31 - 1
+ACCOUNTING_ERROR = "server accounting"  # how such errors start, for the validity count
+
+
+def _count(summary: StreamSummary, name: str, value: Any) -> int | None:
+    """`value` as a token count, or None (noting why in `accounting_error`) when it is not one."""
+    if value is None:
+        return None
+    if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:
+        return value
+    if summary.accounting_error is None:
+        summary.accounting_error = (f"usage {name} is {str(value)[:40]}, not a token count (0 to "
+                                    f"{MAX_TOKEN_COUNT:,})")
+    return None
 
 
 def _usage(summary: StreamSummary, usage: dict[str, Any]) -> None:
-    summary.prompt_tokens = usage.get("prompt_tokens")
-    summary.completion_tokens = usage.get("completion_tokens")
-    details = usage.get("completion_tokens_details") or {}
-    summary.reasoning_tokens = usage.get("reasoning_tokens", details.get("reasoning_tokens"))
-    prompt_details = usage.get("prompt_tokens_details") or {}
-    summary.cached_tokens = prompt_details.get("cached_tokens")
+    summary.prompt_tokens = _count(summary, "prompt_tokens", usage.get("prompt_tokens"))
+    summary.completion_tokens = _count(summary, "completion_tokens", usage.get("completion_tokens"))
+    details = usage.get("completion_tokens_details")
+    details = details if isinstance(details, dict) else {}
+    summary.reasoning_tokens = _count(summary, "reasoning_tokens",
+                                      usage.get("reasoning_tokens", details.get("reasoning_tokens")))
+    prompt_details = usage.get("prompt_tokens_details")
+    prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
+    summary.cached_tokens = _count(summary, "cached_tokens", prompt_details.get("cached_tokens"))
 
 
 def _tool_calls(summary: StreamSummary, deltas: list[_ToolCall]) -> int:
@@ -205,7 +232,7 @@ def _parse_all(sse: SSEParser) -> list[Any]:
             parsed = _DECODE_ALL.decode(array_bytes)
             if len(parsed) == n:
                 return parsed
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             pass
     out: list[Any] = []
     for payload in sse.payloads:
@@ -214,7 +241,7 @@ def _parse_all(sse: SSEParser) -> list[Any]:
             continue
         try:
             out.append(_DECODE_ONE.decode(payload))
-        except (msgspec.DecodeError, msgspec.ValidationError):
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):  # nested past any limit: malformed
             out.append(None)
     return out
 
@@ -229,11 +256,15 @@ def summarize(sse: SSEParser, api: Api) -> StreamSummary:
     chat = api == "chat"
     first_token = first_content = last_token = None
     n_token = 0
+    done = False
     for i, obj in enumerate(_parse_all(sse)):
         kind, chars = ChunkKind.EMPTY, 0
-        if type(obj) is not _Chunk:
+        if done:  # nothing after [DONE] counts: it is kept as an empty event and counted
+            s.events_after_done += 1
+        elif type(obj) is not _Chunk:
             if obj == "[DONE]":
                 kind = ChunkKind.DONE
+                done = True
             else:
                 kind = ChunkKind.MALFORMED
                 if s.error is None:
@@ -328,12 +359,40 @@ def classify(
     return "ok", None
 
 
-def judge(ex: Exchange, api: Api, max_tokens_is_target: bool) -> tuple[StreamSummary | None, str, str | None]:
+def impossible_accounting(summary: StreamSummary, max_tokens: int | None) -> str | None:
+    """Why the server's counts cannot be true, or None: a count that is no count, more output
+    tokens than the budget allows (16 spare for stop tokens), or more than the stream could carry
+    by a wide margin (32 per token-bearing event or 2 per character sent, at least 64: engines
+    batch tokens into events, and an unstreamed answer comes in one, but its text is there)."""
+    if summary.accounting_error is not None:
+        return summary.accounting_error
+    completion = summary.completion_tokens
+    if completion is None:
+        return None
+    if max_tokens is not None and completion > max_tokens + 16:
+        return f"usage completion_tokens {completion:,} is more than max_tokens {max_tokens:,} allows"
+    chars = sum(summary.n_chars)
+    if completion > max(64, 32 * summary.n_token_chunks, 2 * chars):
+        return (f"usage completion_tokens {completion:,} from {summary.n_token_chunks} token-bearing events of "
+                f"{chars:,} characters: more than the stream carried")
+    return None
+
+
+def judge(ex: Exchange, api: Api, max_tokens_is_target: bool,
+          max_tokens: int | None = None) -> tuple[StreamSummary | None, str, str | None]:
     """(stream summary, outcome class, error) of a finished exchange: the summary of a 200
-    stream, its class, and for HTTP errors and rejections the start of the body as the error."""
+    stream, its class, and for HTTP errors and rejections the start of the body as the error.
+    A stream whose server accounting is impossible (`impossible_accounting`), or that sent events
+    after [DONE], is a `stream_error` saying so: its figures are not counted as a success's."""
     summary = summarize(ex.sse, api) if ex.status == 200 else None
     outcome, error = classify(ex.status, ex.error, ex.timeout_kind, summary, ex.sse.done, ex.sse.leftover(),
                               max_tokens_is_target, ex.content_type)
+    if summary is not None and outcome in ("ok", "truncated"):
+        wrong = impossible_accounting(summary, max_tokens)
+        if wrong is not None:
+            outcome, error = "stream_error", f"{ACCOUNTING_ERROR}: {wrong}"
+        elif summary.events_after_done:
+            outcome, error = "stream_error", f"{summary.events_after_done} events after [DONE] (ignored)"
     if outcome in ("http_error", "rejected") and error is None:
         error = f"HTTP {ex.status}: {bytes(ex.error_body[:512]).decode('utf-8', 'replace')}"
     return summary, outcome, error

@@ -250,7 +250,7 @@ class TableWriter:
             return
         tables = []
         if self._column_rows:
-            tables.append(pa.table(self._columns, schema=self.schema))
+            tables.append(self._columns_table())
             self._columns = {f.name: [] for f in self.schema}
             self._column_rows = 0
         if self._batches:
@@ -262,6 +262,38 @@ class TableWriter:
         path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"
         self._n_parts += 1
         self._pending.append(self._executor.submit(self._write, table, path))
+
+    def _columns_table(self) -> pa.Table:
+        """The buffered rows as a table. Total: a value its column cannot hold (an integer beyond
+        64 bits a server sent, a wrong type) becomes null, and where the table has an `error`
+        column the row says which column lost what, so one hostile value never loses the part."""
+        try:
+            return pa.table(self._columns, schema=self.schema)
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            pass
+        columns: dict[str, list[Any]] = {}
+        notes: list[list[str]] = [[] for _ in range(self._column_rows)]
+        for f in self.schema:
+            values = self._columns[f.name]
+            try:
+                pa.array(values, type=f.type)
+                columns[f.name] = values
+                continue
+            except (pa.ArrowException, OverflowError, TypeError, ValueError):
+                pass
+            kept: list[Any] = []
+            for i, value in enumerate(values):
+                try:
+                    pa.array([value], type=f.type)
+                    kept.append(value)
+                except (pa.ArrowException, OverflowError, TypeError, ValueError):
+                    kept.append(None)
+                    notes[i].append(f"{f.name} {str(value)[:40]!r} does not fit {f.type}")
+            columns[f.name] = kept
+        if "error" in columns:
+            columns["error"] = [e if not n else "; ".join(([e] if e else []) + [f"unrecordable value: {x}" for x in n])
+                                for e, n in zip(columns["error"], notes)]
+        return pa.table(columns, schema=self.schema)
 
     def _write(self, table: pa.Table, path: Path) -> None:
         """In the writer thread: one part, whole or absent; a failure is recorded, not raised."""

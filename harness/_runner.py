@@ -325,7 +325,8 @@ class Runner:
                 return  # stopped while waiting to retry
             ex = done.ex
             if turn is not None and turn.next_index >= 0 and ex is not None and done.failure is None:
-                done.judged = judge(ex, self._api, prepared.max_tokens_is_target)  # the answer is needed now
+                done.judged = judge(ex, self._api, prepared.max_tokens_is_target,  # the answer is needed now
+                                    prepared.max_tokens)
             self._queue(done)
             await self._wait_for_recorder()
             if turn is None or turn.next_index < 0 or done.judged is None or self._stop.is_set():
@@ -394,7 +395,8 @@ class Runner:
                 row.update(sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns),
                            http_status=ex.status or None, n_chunks=len(ex.sse))
         else:
-            summary, outcome, error = done.judged or judge(ex, self._api, done.prepared.max_tokens_is_target)
+            summary, outcome, error = done.judged or judge(ex, self._api, done.prepared.max_tokens_is_target,
+                                                           done.prepared.max_tokens)
             row.update(
                 sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns), end_ns=self._rel(ex.end_ns),
                 connect_ns=ex.connect_ns if ex.new_connection else None, new_connection=ex.new_connection,

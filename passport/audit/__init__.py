@@ -13,6 +13,7 @@ reports or decide comparisons (that is `passport.judge`).
 
 from passport.audit._canaries import CANARIES_FILE, CANARY_COUNT_NAMES, canary_counts, canary_figures
 from passport.audit._counts import (
+    ACCOUNTING_PREFIX,
     COUNT_NAMES,
     OUTCOME_CLASSES,
     count_outcomes,
@@ -83,6 +84,7 @@ from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, tool_v
 
 __all__ = [
     "COUNT_NAMES",
+    "ACCOUNTING_PREFIX",
     "DERIVED_VALIDITY_SINCE",
     "RULES_KEY",
     "RULES_VERSION",

@@ -14,15 +14,18 @@ import pyarrow as pa
 from passport.audit._canaries import CANARY_COUNT_NAMES
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
 
-__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "count_outcomes", "offered_and_achieved_rates", "found_cap_full",
-           "measured_rows"]
+__all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "ACCOUNTING_PREFIX", "count_outcomes", "offered_and_achieved_rates",
+           "found_cap_full", "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
 _TIMEOUT_KINDS = ("connect", "first_byte", "stall", "total")
 COUNT_NAMES = (("measured", "succeeded", "rejections", "truncations", "short_outputs", "http_errors",
                 "stream_errors", "client_errors") + tuple(f"timeouts_{k}" for k in _TIMEOUT_KINDS)
-               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES + ("retries",))
+               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES + ("retries", "accounting_errors"))
+# How the harness starts the error of a stream whose server accounting is impossible
+# (harness.ACCOUNTING_ERROR; a test keeps the two equal).
+ACCOUNTING_PREFIX = "server accounting"
 
 
 def _in_window(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
@@ -38,8 +41,10 @@ def measured_rows(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
     return measured
 
 
-def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[str, int | None]:
-    """Failure counts kept apart (measured requests only); None = not checked by this run."""
+def count_outcomes(requests: pa.Table, discarded: Sequence[int] = (),
+                   accounting: bool = False) -> dict[str, int | None]:
+    """Failure counts kept apart (measured requests only); None = not checked by this run.
+    `accounting` (rules version 3 on): count the streams whose server accounting was impossible."""
     outcome = object_column(requests, "outcome")
     kinds = object_column(requests, "timeout_kind")
     m = measured_rows(requests, discarded)
@@ -70,6 +75,10 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = ()) -> dict[st
     counts["wrong_answers"] = None
     if "retry_of" in requests.column_names:  # raw schema 3: attempts a retry replaced
         counts["retries"] = int((_in_window(requests, discarded) & superseded(requests)).sum())
+    if accounting:
+        errors = object_column(requests, "error")
+        counts["accounting_errors"] = int(sum(1 for e in errors[m & (outcome == "stream_error")]
+                                              if isinstance(e, str) and e.startswith(ACCOUNTING_PREFIX)))
     return counts
 
 

@@ -91,15 +91,15 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     requests = load_table(run_dir, "requests")
     assert requests is not None  # compute_results raised otherwise
     discarded = [d["repetition"] for d in (results["discard"] or {"discarded": []})["discarded"]]
-    counts = count_outcomes(requests, discarded)
+    harness = protocol.get("harness") or {}
+    rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
+    counts = count_outcomes(requests, discarded, accounting=rules_version >= 3)
     canaries, canary_count = _canaries(run_dir, protocol, state)
     counts.update(canary_count)
     declared = read_declared(run_dir)
     effective = protocol["effective"]
     offered, achieved = offered_and_achieved_rates(requests, discarded)
     workload = protocol.get("workload") or {}
-    harness = protocol.get("harness") or {}
-    rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
     load = effective["load"]
     open_loop = load["pattern"] != "closed"
     cap = load.get("concurrency") if open_loop and rules_version >= 2 else None

@@ -149,6 +149,20 @@ def _workers_note(client: Any, lim: ValidityLimits) -> str:
             + (f"; over the bounds: worker {', '.join(map(str, busy))}" if busy else "") + ")")
 
 
+def _accounting(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    """Rules version 3 on: a server whose own token counts cannot be true (out of range, negative,
+    more than the budget or the stream allow) makes every token figure of the run suspect."""
+    wrong = c.get("accounting_errors")
+    if wrong is None:
+        return []
+    return [_rule("server_accounting", wrong == 0, wrong, 0,
+                  f"{wrong} measured requests reported token counts that cannot be true (their error in "
+                  "requests.parquet says which count and why); they are counted as stream errors" if wrong else
+                  "every usage count the server sent was possible",
+                  "the endpoint's usage is wrong: do not trust its token figures; check the engine or the proxy in "
+                  "front of it")]
+
+
 def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
     client = r["client"]
     lag = client["dispatch_lag_p99_ms"]
@@ -312,8 +326,8 @@ def _declarations(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim:
 
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
-RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _client, _clock_offsets, _achieved_rate,
-                           _engine, _lengths, _answer_checks, _declarations)
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _accounting, _client, _clock_offsets,
+                           _achieved_rate, _engine, _lengths, _answer_checks, _declarations)
 
 
 def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,

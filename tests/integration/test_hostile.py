@@ -225,8 +225,8 @@ def test_a_bad_spec_is_one_clear_message(tmp_path: Path, name: str, content: byt
 
 
 @fault("a spec that is no file or never ends: /dev/zero, /dev/urandom, a FIFO, 100 MB, a nine-level alias bomb, "
-       "nesting 100,000 deep", "exit 2 in under a second with what it is and the limit (regular files of at most 4 MiB, "
-       "aliases expanding to at most 1,000,000 values); memory stays flat, nothing waits on the FIFO")
+       "nesting 100,000 deep", "exit 2 in under a second with what it is and the limit (regular files of at most "
+       "4 MiB, aliases expanding to at most 1,000,000 values); memory stays flat, nothing waits on the FIFO")
 @pytest.mark.parametrize("kind", ["zero", "urandom", "fifo", "huge", "alias_bomb", "deep"])
 def test_a_spec_that_never_ends_or_explodes_is_refused_at_once(tmp_path: Path, kind: str) -> None:
     if kind in ("zero", "urandom"):

@@ -205,3 +205,27 @@ def test_achieved_rate_names_each_rate_and_labels_the_ratio() -> None:
     assert rule["message"].startswith("achieved / offered = 0.940: completions came at 0.563 req/s (first to last "
                                       "completion) while the schedule offered 0.599 req/s (first to last scheduled "
                                       "arrival; the declared 0.6/s is the mean")
+
+
+def test_impossible_server_accounting_is_counted_and_fails_the_run() -> None:
+    import pyarrow as pa
+
+    from passport.audit import count_outcomes
+
+    table = pa.table({"phase": ["measure"] * 3, "repetition": [0] * 3,
+                      "outcome": ["ok", "stream_error", "stream_error"],
+                      "error": [None, "server accounting: usage completion_tokens is -1000000, not a token count",
+                                "stream ended without a finish_reason or [DONE]"],
+                      "timeout_kind": [None] * 3, "max_tokens_is_target": [True] * 3,
+                      "completion_tokens": [8.0, None, None], "max_tokens": [8] * 3})
+    counts = count_outcomes(table, accounting=True)
+    assert counts["accounting_errors"] == 1 and counts["stream_errors"] == 2
+    assert "accounting_errors" not in count_outcomes(table)  # rules versions 1-2 never counted them
+    results = cast(ResultsFigures, {"client": {"dispatch_lag_p99_ms": None, "cpu_share_max": None,
+                                               "loop_lag_p99_ms": None}})
+    facts = RunFacts(complete=True, incomplete_reason=None, open_loop=False, launched_engine=False, git_dirty=False,
+                     exact_lengths=True, canaries=NO_CANARIES, forced=False)
+    rules = {r["name"]: r for r in evaluate(results, counts, facts, cast(ValidityLimits, ValiditySpec().model_dump()))}
+    assert rules["server_accounting"]["status"] == "FAIL" and rules["server_accounting"]["measured"] == 1
+    assert "server_accounting" not in {r["name"] for r in evaluate(results, count_outcomes(table), facts,
+                                                                    cast(ValidityLimits, ValiditySpec().model_dump()))}

@@ -57,6 +57,7 @@ from harness._runner import (
     SessionTurn,
     WorkerShare,
 )
+from harness._safefile import open_new, real_dir, write_new
 from harness._schedule import (
     SCHEDULE_SCHEMA,
     LoadSpec,
@@ -136,6 +137,9 @@ __all__ = [
     "free_port",
     "join_parts",
     "judge",
+    "open_new",
+    "real_dir",
+    "write_new",
     "impossible_accounting",
     "ACCOUNTING_ERROR",
     "MAX_TOKEN_COUNT",

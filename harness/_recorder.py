@@ -29,6 +29,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness._safefile import open_new, real_dir
+
 __all__ = [
     "RAW_SCHEMA_VERSION",
     "REQUESTS_SCHEMA",
@@ -139,21 +141,17 @@ def join_parts(folder: Path, name: str, schema: pa.Schema) -> Path:
     parts_dir = folder / f"{name}.parts"
     target = folder / f"{name}.parquet"
     parts = sorted(parts_dir.glob("part-*.parquet")) if parts_dir.is_dir() else []
-    tmp = target.with_suffix(".parquet.tmp")
-    try:
-        with pq.ParquetWriter(tmp, schema, compression="zstd") as writer:
-            rows = 0
-            for part in parts:
-                table = pq.read_table(part, schema=schema)
-                if table.num_rows:  # part-000000, the empty table a parts folder starts with, adds no row group
-                    writer.write_table(table)
-                    rows += table.num_rows
-            if not rows:
-                writer.write_table(schema.empty_table())
-        tmp.replace(target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)  # the parts are untouched and still read as the table
-        raise
+    # a new file renamed over the target (never written through a planted symlink); on failure
+    # it is removed, and the parts are untouched and still read as the table
+    with open_new(target) as file, pq.ParquetWriter(file, schema, compression="zstd") as writer:
+        rows = 0
+        for part in parts:
+            table = pq.read_table(part, schema=schema)
+            if table.num_rows:  # part-000000, the empty table a parts folder starts with, adds no row group
+                writer.write_table(table)
+                rows += table.num_rows
+        if not rows:
+            writer.write_table(schema.empty_table())
     if parts_dir.is_dir():
         shutil.rmtree(parts_dir)
     return target
@@ -201,11 +199,11 @@ class TableWriter:
         self.schema = schema
         self._flush_rows = flush_rows
         self._flush_s = flush_s
-        self._parts_dir = folder / f"{name}.parts"
-        self._parts_dir.mkdir(parents=True, exist_ok=True)
+        self._parts_dir = real_dir(folder / f"{name}.parts")
         # part 0 is the empty table: a parts folder always reads as a table, even when a full disk
         # or a kill came before the first flush (raises OSError where the folder takes no write)
-        pq.write_table(schema.empty_table(), self._parts_dir / "part-000000.parquet", compression="none")
+        with open_new(self._parts_dir / "part-000000.parquet") as file:
+            pq.write_table(schema.empty_table(), file, compression="none")
         self._columns: dict[str, list[Any]] = {f.name: [] for f in schema}
         self._batches: list[pa.RecordBatch] = []
         self._buffered = 0
@@ -299,12 +297,10 @@ class TableWriter:
         """In the writer thread: one part, whole or absent; a failure is recorded, not raised."""
         # Parts are uncompressed: compressing costs CPU while the run streams, and close()
         # rewrites them compressed once the timing is over.
-        tmp = path.with_suffix(".tmp")
         try:
-            pq.write_table(table, tmp, compression="none")
-            tmp.replace(path)
+            with open_new(path) as file:
+                pq.write_table(table, file, compression="none")
         except Exception as exc:
-            tmp.unlink(missing_ok=True)
             with self._lock:
                 first = self.error is None
                 if first:

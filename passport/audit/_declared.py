@@ -139,7 +139,9 @@ def write_declared(folder: Path, effective_spec: dict[str, Any], context_tokens_
             "capacity": {"context_tokens_per_sequence": context_tokens_per_sequence, "source": capacity_source},
             "workload": {"context_needed_tokens": context_needed_tokens}}
     body = canonical_json(data)
-    (Path(folder) / DECLARED_FILE).write_bytes(body + b"\n")
+    from harness import write_new  # never through a symlink planted in the folder
+
+    write_new(Path(folder) / DECLARED_FILE, body + b"\n")
     return sha256_bytes(body + b"\n"), written
 
 

@@ -125,6 +125,21 @@ class Verification:
     checked: list[str] = field(default_factory=list)
 
 
+def _not_inside(run_dir: Path, name: str) -> str | None:
+    """Why a files-table name is not a plain file inside the run folder, or None: the table may
+    name only relative paths without `..`, and none of them a symbolic link (verify would read,
+    hash and so confirm a file outside the folder)."""
+    path = Path(name)
+    if not name or path.is_absolute() or ".." in path.parts or "\\" in name or "\x00" in name:
+        return "not a plain path inside the run folder"
+    here = run_dir
+    for part in path.parts:
+        here = here / part
+        if here.is_symlink():
+            return f"{here.relative_to(run_dir)} is a symbolic link"
+    return None
+
+
 def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> list[str]:
     """Each listed file against the folder; with `whole_table` (1.3 on, whose table lists the
     reports too) the table itself is recomputed: sizes, row counts, and files it does not list."""
@@ -132,7 +147,10 @@ def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> 
     listed = passport.get("files", {})
     for name, entry in listed.items():
         file_path = run_dir / name
-        if not file_path.is_file():
+        refusal = _not_inside(run_dir, name)
+        if refusal is not None:
+            problems.append(f"{name}: {refusal}; not read")
+        elif not file_path.is_file():
             problems.append(f"{name}: listed in the passport but missing")
         elif sha256_file(file_path) != entry["sha256"]:
             problems.append(f"{name}: sha256 differs from the passport (the file was changed)")

@@ -176,8 +176,9 @@ def render_reports(title: str, blocks: list[Block]) -> dict[str, bytes]:
 
 def write_reports(folder: Path, title: str, blocks: list[Block]) -> tuple[Path, Path]:
     """Write report.md, report.html and plots/*.png into `folder`; returns (md, html) paths."""
+    from harness import real_dir, write_new  # never through a symlink planted in the folder
+
     folder = Path(folder)
     for name, data in render_reports(title, blocks).items():
-        (folder / name).parent.mkdir(exist_ok=True)
-        (folder / name).write_bytes(data)
+        write_new(real_dir((folder / name).parent) / Path(name).name, data)
     return folder / "report.md", folder / "report.html"

@@ -13,7 +13,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from harness import scrub_json
+from harness import scrub_json, write_new
 from passport.audit import (
     METRICS,
     RunState,
@@ -106,10 +106,7 @@ def draft_passport(run: Opened, found: Identified, planned: Planned, prepared: P
 
 
 def write_draft(folder: Path, draft: PassportDraft) -> None:
-    path = folder / DRAFT_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(draft.model_dump_json(indent=2) + "\n")
-    tmp.replace(path)
+    write_new(folder / DRAFT_FILE, (draft.model_dump_json(indent=2) + "\n").encode())
 
 
 def finalize(folder: Path, draft: PassportDraft, state: RunState, finished_utc: str,
@@ -142,13 +139,7 @@ def write_passport(folder: Path, passport: Passport, reports: bool = True, to: P
     sealed = passport.model_copy(update={"files": files, "content_sha256": None})
     sealed = sealed.model_copy(update={"content_sha256": content_sha256(sealed.json_dict())})
     path = (to or folder) / "passport.json"
-    tmp = path.with_suffix(".json.tmp")
-    try:
-        tmp.write_text(sealed.model_dump_json(indent=2) + "\n")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    write_new(path, (sealed.model_dump_json(indent=2) + "\n").encode())
     draft = folder / DRAFT_FILE
     if to is None and draft.is_file():
         draft.unlink()

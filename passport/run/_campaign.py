@@ -29,7 +29,7 @@ from typing import Any
 
 import yaml
 
-from harness import scrub, scrub_json
+from harness import scrub, scrub_json, write_new
 from passport.judge import (
     CAMPAIGN_FILE,
     SWEEP_FILE,
@@ -97,7 +97,7 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
     stamp = dt.datetime.now(dt.UTC)
     folder = Path(out_root) / f"{campaign.name}-campaign-{stamp.strftime('%Y%m%dT%H%M%SZ')}-{uuid.uuid4().hex[:8]}"
     (folder / "arms").mkdir(parents=True)
-    (folder / CAMPAIGN_SPEC_FILE).write_text(yaml.safe_dump(scrub_json(raw), sort_keys=False))
+    write_new(folder / CAMPAIGN_SPEC_FILE, yaml.safe_dump(scrub_json(raw), sort_keys=False).encode())
     created = stamp.isoformat(timespec="seconds").replace("+00:00", "Z")
     rows: list[ArmRow] = []
     record = _write(folder, campaign, rows, created, interrupted=False)
@@ -133,8 +133,6 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
 
 def _write(folder: Path, campaign: CampaignSpec, rows: list[ArmRow], created: str, interrupted: bool) -> dict[str, Any]:
     record = campaign_record(campaign, CAMPAIGN_SPEC_FILE, rows, created, interrupted)
-    temporary = folder / f".{CAMPAIGN_FILE}.tmp"
-    temporary.write_text(json.dumps(record, indent=2) + "\n")
-    temporary.replace(folder / CAMPAIGN_FILE)
+    write_new(folder / CAMPAIGN_FILE, (json.dumps(record, indent=2) + "\n").encode())
     write_reports(folder, f"Campaign: {campaign.name}", campaign_blocks(record))
     return record

@@ -29,8 +29,10 @@ from harness import (
     EngineLauncher,
     HttpClient,
     PreparedRequest,
+    open_new,
     scrub_file,
     scrub_json,
+    write_new,
 )
 from passport._errors import OutputFolderError
 from passport.audit import SPEC_FILE, RunState, sha256_file
@@ -93,7 +95,7 @@ def write_spec_as_run(folder: Path, raw_spec: dict[str, Any], overrides: list[Ov
     scrubbed), so `passport run RUN/spec.yaml` offers the same run again. A sweep level's spec
     is one run: the sweep's own fields are left out."""
     ran = with_overrides(raw_spec, [o for o in overrides if o.field.split(".")[0] != "sweep"])
-    (folder / SPEC_FILE).write_text(yaml.safe_dump(scrub_json(ran), sort_keys=False, allow_unicode=True))
+    write_new(folder / SPEC_FILE, yaml.safe_dump(scrub_json(ran), sort_keys=False, allow_unicode=True).encode())
 
 
 def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override], out_root: Path,
@@ -233,7 +235,8 @@ def _held(run: Opened, planned: Planned) -> Prepared:
     """No timed phase: empty raw tables (so the folder still verifies) and nothing applied."""
     policy, why = resolve_policy(run.spec)
     for name, schema in RAW_TABLES:
-        pq.write_table(schema.empty_table(), run.folder / f"{name}.parquet")
+        with open_new(run.folder / f"{name}.parquet") as file:
+            pq.write_table(schema.empty_table(), file)
     return Prepared(planned.params,
                     {"declared": run.spec.prefix_cache, "policy": policy, "chosen": why, "enforced": False,
                      "method": "not applied: no timed phase"},

@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import Schedule, build_schedule, engines, scrub_json
+from harness import Schedule, build_schedule, engines, open_new, scrub_json
 from passport.audit import DECLARED_FILE, write_declared
 from passport.model import DeclaredInfo, RunSpec, SourcedValue
 from workloads import LoadedTokenizer, RequestSet, entry_rows, materialize
@@ -166,7 +166,8 @@ def write_schedule(folder: Path, schedule: Schedule, request_set: RequestSet, en
     table = table.append_column("prompt", prompts if full_text else pa.nulls(len(prompts), pa.string()))
     if "body_json" in wl.column_names and full_text:
         table = table.append_column("body_json", wl.column("body_json").take(take))
-    pq.write_table(table, folder / "schedule.parquet", compression="zstd")
+    with open_new(folder / "schedule.parquet") as file:
+        pq.write_table(table, file, compression="zstd")
     return int(table.num_rows)
 
 

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import RAW_TABLES, EndpointError, RepetitionResult, WorkerShare
+from harness import RAW_TABLES, EndpointError, RepetitionResult, WorkerShare, real_dir, write_new
 from passport._errors import SpecError
 from passport.run._clock_echo import ClockEcho, measure_offset
 from passport.run._recover import join_leftover_parts
@@ -298,9 +298,9 @@ def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[Repetit
     after = [_clock(a) if k in fleet.reports else (before[k][0], -1, "") for k, a in enumerate(actors)]
     folder = Path(inputs.folder) / WORKERS_DIR
     for k, shard in fleet.shards.items():
-        (folder / f"w{k}").mkdir(parents=True, exist_ok=True)
+        shard_dir = real_dir(folder / f"w{k}")
         for name, data in shard.items():
-            (folder / f"w{k}" / f"{name}.parquet").write_bytes(data)
+            write_new(shard_dir / f"{name}.parquet", data)
     merge_shards(Path(inputs.folder), workers)
     for actor in actors:
         ray.kill(actor)

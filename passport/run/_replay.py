@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from harness import ControlClient, engines, scrub_json
+from harness import ControlClient, engines, scrub_json, write_new
 from passport.audit import canonical_json
 from passport.model import Passport
 
@@ -29,7 +29,7 @@ def write_probes(folder: Path, base_url: str, model_id: str, api: str, exchanges
     """probes.jsonl: a first line naming the endpoint, then one exchange per line."""
     lines = [json.dumps({"base_url": base_url, "model": model_id, "api": api})]
     lines += [json.dumps(scrub_json(e), ensure_ascii=False) for e in exchanges]
-    (folder / PROBES_FILE).write_text("\n".join(lines) + "\n")
+    write_new(folder / PROBES_FILE, ("\n".join(lines) + "\n").encode())
 
 
 def _key(method: str, path: str, body: Any) -> tuple[str, str, bytes]:

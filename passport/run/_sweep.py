@@ -28,7 +28,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from harness import EngineLauncher
+from harness import EngineLauncher, write_new
 from passport._errors import PassportError, SpecError
 from passport.judge import (
     SWEEP_FILE,
@@ -166,5 +166,5 @@ def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
         "saturation": outcome.saturation, "saturation_note": outcome.saturation_note,
         "stopped_early": outcome.stop_reason,
     }
-    (outcome.folder / SWEEP_FILE).write_text(json.dumps(data, indent=2) + "\n")
+    write_new(outcome.folder / SWEEP_FILE, (json.dumps(data, indent=2) + "\n").encode())
     write_reports(outcome.folder, f"Sweep: {spec.name}", sweep_blocks(outcome, spec))

@@ -59,6 +59,7 @@ from harness import (
     TableWriter,
     TelemetrySampler,
     WorkerShare,
+    open_new,
 )
 from passport._errors import OutputFolderError
 from passport.run._recover import join_leftover_parts
@@ -224,7 +225,8 @@ def _merge(folder: Path, workers: int) -> None:
             else schema.empty_table()
         if name == "requests" and merged.num_rows:
             merged = merged.take(pc.sort_indices(merged, [("sent_ns", "ascending"), ("request_id", "ascending")]))
-        pq.write_table(merged, folder / f"{name}.parquet", compression="zstd")
+        with open_new(folder / f"{name}.parquet") as file:
+            pq.write_table(merged, file, compression="zstd")
 
 
 class Fleet(Protocol):

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 import trustme
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.faults import fault
 from tests.integration.test_faults import SMALL, _spec
 
 WriteSpec = Callable[..., Path]
@@ -92,6 +93,24 @@ def test_first_byte_timeout(simulator: SimFactory, write_spec: WriteSpec, tmp_pa
     requests = pq.read_table(run / "requests.parquet").to_pandas()
     assert (requests.outcome == "timeout").all() and (requests.timeout_kind == "first_byte").all()
     assert passport["validity"]["counts"]["timeouts_first_byte"] == 2
+
+
+@fault("a total timeout shorter than the watchdog's 100 ms tick (total_s: 0.05 against 100 ms streams)",
+       "every stream is cut as `timeout` (total) at about 50 ms, not let through because the check came late")
+def test_a_short_total_timeout_is_enforced_to_within_milliseconds(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    # the script: first token at 20 ms, then one every 10 ms for 8 tokens: each stream takes ~90 ms
+    url = simulator("--ttft-ms", "20", "--itl-ms", "10")
+    spec = _spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 10}},
+                 endpoint={"base_url": url, "api": "completions"},
+                 timeouts={"total_s": 0.05}, validity={"max_error_rate": 1.0, "min_completed_requests": 0})
+    code, output, passport, run = _run(write_spec(spec), tmp_path / "out")
+    assert code == 0, output
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    assert (requests.outcome == "timeout").all() and (requests.timeout_kind == "total").all(), requests.outcome
+    cut_ms = (requests.end_ns - requests.sent_ns) / 1e6
+    assert cut_ms.min() >= 50 and cut_ms.median() < 65, cut_ms.tolist()  # at the limit, not a 100 ms tick later
 
 
 def test_repetitions_replay_the_schedule_and_summarize_over_repetitions(

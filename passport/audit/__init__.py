@@ -72,7 +72,7 @@ from passport.audit._types import (
 )
 from passport.audit._units import parse_duration_s, parse_fraction
 from passport.audit._validity import RunFacts, evaluate, verdict_of
-from passport.audit._verify import diff_values, read_passport_json, verify_run
+from passport.audit._verify import diff_values, read_passport_json, require_trusted, trust_problems, verify_run
 from passport.audit._versions import (
     DERIVED_VALIDITY_SINCE,
     RULES_KEY,
@@ -160,5 +160,7 @@ __all__ = [
     "stat",
     "verdict_of",
     "verify_run",
+    "require_trusted",
+    "trust_problems",
     "write_declared",
 ]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,11 +25,12 @@ from typing import Any
 from passport._errors import RunFolderError
 from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
-from passport.audit._files import content_sha256, file_entries, sha256_file
+from passport.audit._files import content_sha256, file_entries, load_table, sha256_file
 from passport.audit._results import compute_results
 from passport.audit._versions import DERIVED_VALIDITY_SINCE, SUPPORTED_SCHEMA_VERSIONS
 
-__all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2"]
+__all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2", "trust_problems",
+           "require_trusted"]
 
 RESULTS_ADDED_IN_1_2 = ("lengths", "sessions", "checks", "shapes")
 
@@ -226,16 +228,95 @@ def verify_run(run_dir: Path) -> Verification:
     out.problems += _check_files(run_dir, passport, derived_validity)
     out.checked.append("declarations")
     out.problems += _check_declarations(run_dir, passport)
+    out.checked.append("raw tables against each other")
+    out.problems += _check_tables(run_dir, passport)
     try:
         if derived_validity:
             out.checked += ["results", "counts", "canaries", "validity rules", "verdict"]
             out.problems += _check_derived(run_dir, passport)
         else:
-            out.checked.append(f"results (schema {version}: validity predates re-derivation)")
+            out.checked += [f"results (schema {version}: rules predate re-derivation)", "verdict"]
             out.problems += _check_results(run_dir, passport, version)
-    except (OSError, KeyError, ValueError) as exc:
+            out.problems += _check_verdict(run_dir, passport)
+    except (OSError, KeyError, ValueError, TypeError) as exc:
         out.problems.append(f"cannot recompute: {exc}")
     return out
+
+
+def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+    """The raw tables against each other: every chunk belongs to a request and every request has
+    as many chunks as it says; and in a finished run whose schedule fixes its requests (an open
+    loop, or a measured request count), every scheduled request of every repetition has its row,
+    so rows dropped from requests.parquet (and every figure recomputed to match) are caught."""
+    requests, chunks, schedule = (load_table(run_dir, name) for name in ("requests", "chunks", "schedule"))
+    if requests is None:
+        return []
+    problems = []
+    ids = set(requests.column("request_id").to_pylist())
+    if chunks is not None and "n_chunks" in requests.column_names:
+        owners = chunks.column("request_id").to_pylist()
+        orphans = {rid for rid in owners if rid not in ids}
+        if orphans:
+            problems.append(f"chunks.parquet: {len(orphans)} requests' chunks have no row in requests.parquet "
+                            f"(request_id {sorted(orphans)[:5]})")
+        counted = Counter(owners)
+        wrong = [rid for rid, n in zip(requests.column("request_id").to_pylist(),
+                                       requests.column("n_chunks").to_pylist()) if n is not None and counted[rid] != n]
+        if wrong:
+            problems.append(f"requests.parquet: {len(wrong)} requests say they had more or fewer chunks than "
+                            f"chunks.parquet holds (request_id {wrong[:5]})")
+    effective = (passport.get("protocol") or {}).get("effective") or {}
+    load = effective.get("load") or {}
+    fixed = load.get("pattern") not in (None, "closed") or (load.get("measure") or {}).get("requests") is not None
+    validity = passport.get("validity") or {}
+    if schedule is None or not fixed or not validity.get("complete"):
+        return problems
+    planned = set(zip(schedule.column("seq").to_pylist(), schedule.column("phase").to_pylist()))
+    seen = set(zip(requests.column("repetition").to_pylist(), requests.column("seq").to_pylist(),
+                   requests.column("phase").to_pylist()))
+    missing = [(rep, seq, phase) for rep in range(int(load.get("repetitions") or 1)) for seq, phase in planned
+               if (rep, seq, phase) not in seen]
+    if missing:
+        problems.append(f"requests.parquet: {len(missing)} scheduled requests of a finished run have no row "
+                        f"(repetition, seq, phase: {sorted(missing)[:5]}): rows were removed")
+    return problems
+
+
+def _check_verdict(run_dir: Path, passport: dict[str, Any]) -> list[str]:
+    """The verdict re-derived from the raw files and the passport's own protocol, for a passport
+    of any schema version (an older one's rules are not compared: their set and wording changed,
+    but a verdict is a verdict)."""
+    derived = derive(run_dir, passport["protocol"], _state(passport)).verdict
+    return [f"{where}: passport says {value!r}, the raw logs and the rules give {derived!r}"
+            for where, value in (("verdict", passport.get("verdict")),
+                                 ("validity.verdict", (passport.get("validity") or {}).get("verdict")))
+            if value != derived]
+
+
+def trust_problems(run_dir: Path) -> list[str]:
+    """What `gate`, `compare` and `show` check before they read a passport: the content hash
+    (present and matching, from schema 1.3 on) and the verdict re-derived from the raw files.
+    Cheaper than `verify_run` (no file hashes, no per-figure comparison) and enough that a
+    hand-flipped verdict, a deleted or recomputed hash, or a downgraded schema version is caught."""
+    run_dir = Path(run_dir)
+    passport = read_passport_json(run_dir)
+    problems = []
+    if _version(str(passport["schema_version"])) >= _version(DERIVED_VALIDITY_SINCE) \
+            and passport.get("content_sha256") != content_sha256(passport):
+        problems.append("its content hash is missing or differs from its content (edited after it was written)")
+    try:
+        problems += _check_verdict(run_dir, passport)
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        problems.append(f"its verdict cannot be re-derived from the raw files: {exc}")
+    return problems
+
+
+def require_trusted(run_dir: Path) -> None:
+    """RunFolderError (a usage error, exit 2) naming what `trust_problems` found, if anything."""
+    problems = trust_problems(run_dir)
+    if problems:
+        raise RunFolderError(f"{run_dir}: not a passport to act on: {'; '.join(problems)}; `passport verify "
+                             f"{run_dir}` lists every check")
 
 
 def _version(text: str) -> tuple[int, ...]:

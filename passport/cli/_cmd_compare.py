@@ -46,6 +46,10 @@ def main(args: argparse.Namespace) -> ExitCode:
     if not 0 < args.alpha < 1 or args.min_effect < 0:
         raise PassportError("--alpha must be between 0 and 1 and --min-effect at least 0, e.g. --alpha 0.05 "
                             "--min-effect 0.1")
+    from passport.audit import require_trusted
+
+    for run in args.runs:  # a hand-edited verdict or hash is refused, not compared
+        require_trusted(run)
     comparison = compare_runs(args.runs, args.allow, alpha=args.alpha, min_effect=args.min_effect)
     for line in render_comparison(comparison):
         print(line)

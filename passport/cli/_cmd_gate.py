@@ -52,6 +52,9 @@ def main(args: argparse.Namespace) -> ExitCode:
                                 f"{', '.join(r['name'] for r in record['arms'])})")
         name, results = str(record["name"]), evaluate_gate(view, conditions)
     else:
+        from passport.audit import require_trusted
+
+        require_trusted(args.run_dir)  # a hand-edited verdict or hash is refused, not gated on
         passport = read_passport(args.run_dir)
         name, results = passport.name, evaluate_gate(passport, conditions)
     width = max(len(r.condition.text) for r in results)

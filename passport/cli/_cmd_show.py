@@ -35,7 +35,7 @@ def _num(value: float | None) -> str:
 
 def main(args: argparse.Namespace) -> ExitCode:
     from passport._errors import RunFolderError
-    from passport.audit import tool_view
+    from passport.audit import require_trusted, tool_view
 
     if (args.run_dir / "campaign.json").is_file() and args.tool is None:
         from passport.judge import read_campaign
@@ -50,6 +50,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         passport: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise RunFolderError(f"cannot read {path}: {exc}; is {args.run_dir} a run folder?") from None
+    require_trusted(args.run_dir)  # what it shows is what the raw files say
     if args.tool is None:
         from passport.model import Passport
         from passport.report import headline_lines

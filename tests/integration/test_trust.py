@@ -39,7 +39,9 @@ def _folder_hashes(run: Path) -> dict[str, str]:
     return {str(p.relative_to(run)): hashlib.sha256(p.read_bytes()).hexdigest() for p in run.rglob("*") if p.is_file()}
 
 
-@fault("a hand-edited verdict or rule in passport.json", "verify exit 1 naming the field; gate refuses the run")
+@fault("a hand-edited verdict or rule in passport.json, with its content hash recomputed, deleted, or its schema "
+       "version lowered to one without rule re-derivation", "verify exit 1 naming the field (the verdict is "
+       "re-derived for every schema version); gate, compare and show refuse the run (exit 2) before acting on it")
 def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -58,13 +60,30 @@ def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     assert "- passport.json: content_sha256 differs from its content" in result.stdout
     assert "- verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'" in result.stdout
     gate = run_cli("gate", str(run), "--require", "verdict == VALID")
-    assert gate.returncode == 2 and "was edited after it was written" in gate.stderr
+    assert gate.returncode == 2 and "edited after it was written" in gate.stderr
 
     _edit(run, lambda data: None, reseal=True)  # a forger who recomputes the hash: the rules still tell
     result = run_cli("verify", str(run))
     assert result.returncode == 1 and "content_sha256" not in result.stdout
     assert "validity.rules[" in result.stdout and ".status: passport says 'PASS', raw logs give 'FAIL'" in result.stdout
     assert "- validity.verdict: passport says 'VALID'" in result.stdout
+    # and gate, compare and show re-derive the verdict before they act on it (gate passed this one)
+    refused = "verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'"
+    for command in (["gate", str(run), "--require", "verdict == VALID"], ["compare", str(run), str(run)],
+                    ["show", str(run)], ["show", str(run), "--as", "vllm"]):
+        result = run_cli(*command)
+        assert result.returncode == 2 and refused in result.stderr and result.stdout == "", (command, result.stderr)
+
+    def unsealed_and_older(data: dict[str, Any]) -> None:  # no hash to check, a schema without rule re-derivation
+        data.pop("content_sha256")
+        data["schema_version"] = "1.2"
+
+    _edit(run, unsealed_and_older, reseal=False)
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "- verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'" \
+        in result.stdout
+    gate = run_cli("gate", str(run), "--require", "verdict == VALID")
+    assert gate.returncode == 2 and refused in gate.stderr
 
 
 def test_an_edited_report_or_identity_field_is_caught(

@@ -62,3 +62,39 @@ def test_verify_reads_only_plain_files_inside_the_run_folder(tmp_path: Path) -> 
     assert f"{secret}: not a plain path inside the run folder; not read" in problems
     assert "link.txt: link.txt is a symbolic link; not read" in problems
     assert not any("sha256 differs" in p and "secret" in p for p in problems)
+
+
+@fault("measured requests removed from requests.parquet (the slowest 5 of 40) with every figure, count, hash and "
+       "the content hash recomputed to match", "verify exit 1: the schedule names requests the finished run has no "
+       "row for")
+def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_recomputed(tmp_path: Path) -> None:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from passport.audit import RunState, content_sha256, derive, file_entries
+
+    run = tmp_path / "run"
+    shutil.copytree(REPO / "tests" / "data" / "runs" / "v1.3", run)
+    requests = pq.read_table(run / "requests.parquet")
+    e2e = requests["end_ns"].to_numpy() - requests["sent_ns"].to_numpy()
+    gone = pa.array(sorted(requests["request_id"].to_numpy()[np.argsort(e2e)[-5:]]))
+    pq.write_table(requests.filter(pc.invert(pc.is_in(requests["request_id"], gone))), run / "requests.parquet")
+    chunks = pq.read_table(run / "chunks.parquet")
+    pq.write_table(chunks.filter(pc.invert(pc.is_in(chunks["request_id"], gone))), run / "chunks.parquet")
+    passport = json.loads((run / "passport.json").read_text())
+    validity = passport["validity"]
+    derived = json.loads(json.dumps(derive(run, passport["protocol"], RunState(
+        validity["complete"], validity["incomplete_reason"], validity["forced"], validity["launched_engine"])).__dict__))
+    passport["results"] = {**derived["results"], "metrics": {k: v for k, v in derived["results"]["metrics"].items()
+                                                             if k in passport["protocol"]["metric_definitions"]},
+                           "metrics_failure_inclusive": {
+                               k: v for k, v in derived["results"]["metrics_failure_inclusive"].items()
+                               if k in passport["protocol"]["metric_definitions"]}}
+    validity.update(counts=derived["counts"], rules=derived["rules"])
+    passport["files"] = dict(file_entries(run, reports=True))
+    passport["content_sha256"] = content_sha256(passport)
+    (run / "passport.json").write_text(json.dumps(passport))
+    problems = verify_run(run).problems
+    assert len(problems) == 1, problems  # every figure agrees with the doctored logs
+    assert problems[0].startswith("requests.parquet: 5 scheduled requests of a finished run have no row")

@@ -84,8 +84,9 @@ def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_
     pq.write_table(chunks.filter(pc.invert(pc.is_in(chunks["request_id"], gone))), run / "chunks.parquet")
     passport = json.loads((run / "passport.json").read_text())
     validity = passport["validity"]
-    derived = json.loads(json.dumps(derive(run, passport["protocol"], RunState(
-        validity["complete"], validity["incomplete_reason"], validity["forced"], validity["launched_engine"])).__dict__))
+    state = RunState(validity["complete"], validity["incomplete_reason"], validity["forced"],
+                     validity["launched_engine"])
+    derived = json.loads(json.dumps(derive(run, passport["protocol"], state).__dict__))
     passport["results"] = {**derived["results"], "metrics": {k: v for k, v in derived["results"]["metrics"].items()
                                                              if k in passport["protocol"]["metric_definitions"]},
                            "metrics_failure_inclusive": {

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from passport._errors import RunFolderError
+from passport._input import read_bounded
 from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
 from passport.audit._files import content_sha256, file_entries, load_table, sha256_file
@@ -33,6 +34,9 @@ __all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "R
            "require_trusted"]
 
 RESULTS_ADDED_IN_1_2 = ("lengths", "sessions", "checks", "shapes")
+# No passport comes near this (a 10,000-request run's is under 1 MiB): a larger file is refused
+# before it is read, where a 1 GB one exhausted memory.
+MAX_PASSPORT_BYTES = 64 * 2**20
 
 
 def _explanation(key: str) -> bool:
@@ -101,14 +105,18 @@ def read_passport_json(path: Path, sealed: bool = False) -> dict[str, Any]:
     if path.is_dir():
         path = path / "passport.json"
     try:
-        passport = json.loads(path.read_text())
+        data = read_bounded(path, "passport", MAX_PASSPORT_BYTES)
     except OSError as exc:
         if (path.parent / "passport.draft.json").is_file():
             raise RunFolderError(f"{path.parent} has no passport.json but a passport.draft.json: the run was "
                                  "killed before it finished; `passport recover` writes its passport") from exc
         raise RunFolderError(f"cannot read {path}: {exc.strerror}; give a run folder (results/<run>/)") from exc
-    except json.JSONDecodeError as exc:
-        raise RunFolderError(f"{path} is not valid JSON: {exc}") from exc
+    except ValueError as exc:  # not a regular file, or over the size a passport may have
+        raise RunFolderError(str(exc)) from None
+    try:
+        passport = json.loads(data)
+    except (json.JSONDecodeError, RecursionError) as exc:
+        raise RunFolderError(f"{path} is not valid JSON: {exc}") from None
     version = passport.get("schema_version") if isinstance(passport, dict) else None
     if version not in SUPPORTED_SCHEMA_VERSIONS:
         raise RunFolderError(f"{path}: passport schema_version {version!r} is not supported by this passport "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +33,7 @@ def _num(value: float | None) -> str:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport._errors import RunFolderError
-    from passport.audit import require_trusted, tool_view
+    from passport.audit import read_passport_json, require_trusted, tool_view
 
     if (args.run_dir / "campaign.json").is_file() and args.tool is None:
         from passport.judge import read_campaign
@@ -45,17 +43,13 @@ def main(args: argparse.Namespace) -> ExitCode:
         for line in arm_lines(record) + campaign_lines(record):
             print(line)
         return ExitCode.OK
-    path = args.run_dir / "passport.json"
-    try:
-        passport: dict[str, Any] = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise RunFolderError(f"cannot read {path}: {exc}; is {args.run_dir} a run folder?") from None
+    passport: dict[str, Any] = read_passport_json(args.run_dir)  # bounded, and of a version this passport reads
     require_trusted(args.run_dir)  # what it shows is what the raw files say
     if args.tool is None:
-        from passport.model import Passport
+        from passport.model import passport_model
         from passport.report import headline_lines
 
-        for line in headline_lines(Passport.model_validate(passport)):
+        for line in headline_lines(passport_model(passport, args.run_dir)):
             print(line)
         return ExitCode.OK
     api = str(passport.get("protocol", {}).get("effective", {}).get("endpoint", {}).get("api", "chat"))

@@ -28,7 +28,7 @@ def add(sub: Any, epilog: str) -> None:
 def _verify_run(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     """(problems, what was checked, notes) of one run folder."""
     from passport.audit import verify_run
-    from passport.model import Passport, read_passport_json
+    from passport.model import passport_model, read_passport_json
     from passport.report import check_reports
     from passport.run import replay_identity
 
@@ -36,7 +36,7 @@ def _verify_run(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     problems, checked = list(verification.problems), list(verification.checked)
     notes: list[str] = []
     if not any(p.startswith("passport.json: content_sha256") for p in problems):
-        passport = Passport.model_validate(read_passport_json(run_dir))
+        passport = passport_model(read_passport_json(run_dir), run_dir)
         if passport.content_sha256 is not None:
             checked += ["reports", "identity (recorded probes)"]
             report_problems, notes = check_reports(passport, run_dir)

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         load_campaign,
         parse_campaign,
     )
-    from passport.model._io import read_passport, read_passport_json
+    from passport.model._io import passport_model, read_passport, read_passport_json
     from passport.model._passport import (
         SCHEMA_VERSION,
         SUPPORTED_SCHEMA_VERSIONS,
@@ -133,6 +133,7 @@ __all__ = [
     "with_overrides",
     "parse_spec",
     "read_passport",
+    "passport_model",
     "read_passport_json",
     "render_schema",
 ]
@@ -143,7 +144,7 @@ _HOME = {name: module for module, names in {
         "CampaignSpec", "arm_raw_spec", "configured_kv_tokens", "load_campaign", "parse_campaign",
     ),
     "passport.model._io": (
-        "read_passport", "read_passport_json",
+        "passport_model", "read_passport", "read_passport_json",
     ),
     "passport.model._passport": (
         "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "CanaryFailure", "CanaryInfo", "CanaryUnderLoad",

@@ -99,3 +99,28 @@ def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_
     problems = verify_run(run).problems
     assert len(problems) == 1, problems  # every figure agrees with the doctored logs
     assert problems[0].startswith("requests.parquet: 5 scheduled requests of a finished run have no row")
+
+
+@fault("a passport.json of 65 MiB (or a 1 GB one), an extra key with a million entries",
+       "verify, gate and show: exit 2 with one message (the size and the cap; the field that does not fit), read "
+       "before nothing is loaded whole, no traceback")
+def test_an_oversized_or_misshapen_passport_is_one_clear_input_error(tmp_path: Path) -> None:
+    from passport.audit import content_sha256
+    from tests.conftest import run_cli
+
+    huge = tmp_path / "huge"
+    shutil.copytree(REPO / "tests" / "data" / "runs" / "v1.3", huge)
+    with (huge / "passport.json").open("r+b") as f:
+        f.truncate(65 * 2**20)
+    odd = tmp_path / "odd"
+    shutil.copytree(REPO / "tests" / "data" / "runs" / "v1.3", odd)
+    passport = json.loads((odd / "passport.json").read_text())
+    passport["extra"] = {str(i): i for i in range(1_000_000)}
+    passport["content_sha256"] = content_sha256(passport)  # resealed: only the shape is wrong
+    (odd / "passport.json").write_text(json.dumps(passport))
+    for run, said in ((huge, "is 68,157,440 bytes; a passport is at most 67,108,864"),
+                      (odd, "is not a passport this version reads: extra: Extra inputs are not permitted")):
+        for command in (["verify", str(run)], ["gate", str(run), "--require", "verdict == VALID"], ["show", str(run)]):
+            result = run_cli(*command)
+            assert result.returncode == 2 and said in result.stderr, (command, result.stderr[-300:])
+            assert "Traceback" not in result.stderr

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import ssl
 import time
+import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +42,9 @@ class ControlClient:
         self.max_bytes = max_bytes
         self.record = record
         verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=ca_file) if ca_file else True
-        self._client = httpx.Client(headers=headers or {}, timeout=timeout_s, verify=verify, transport=transport)
+        # only the encodings `_decoder` bounds (httpx would offer br and zstd when installed)
+        self._client = httpx.Client(headers={"Accept-Encoding": "gzip, deflate", **(headers or {})},
+                                    timeout=timeout_s, verify=verify, transport=transport)
 
     def close(self) -> None:
         self._client.close()
@@ -60,9 +64,13 @@ class ControlClient:
                                  "error": None}
         try:
             with self._client.stream(method, url, json=body, timeout=limit_s) as response:
+                # decoded here, never past the bound (a gzip bomb); an answer already in memory (a test
+                # transport's) is taken as httpx decoded it
+                loaded = response.is_stream_consumed
+                decode = (lambda raw, room: raw) if loaded else _decoder(url, response.headers.get("content-encoding"))
                 data = bytearray()
-                for chunk in response.iter_bytes():
-                    data += chunk
+                for raw in [response.content] if loaded else response.iter_raw():
+                    data += decode(raw, self.max_bytes + 1 - len(data))
                     if len(data) > self.max_bytes:
                         raise _Unbounded(f"{url} answered more than {self.max_bytes} bytes (limits.control_bytes)")
                     if time.monotonic() > deadline:
@@ -141,6 +149,29 @@ class ControlClient:
         """GET {root}{path} as text (e.g. Prometheus /metrics), or None when absent or failing."""
         response = self.request("GET", path)
         return response.text if response is not None and response.status_code == 200 else None
+
+
+def _decoder(url: str, encoding: str | None) -> Callable[[bytes, int], bytes]:
+    """(raw bytes, room left) -> at most `room` decoded bytes, for the answer's Content-Encoding:
+    identity, gzip or deflate; any other encoding is refused (it was not asked for)."""
+    name = (encoding or "identity").strip().lower()
+    if name == "identity":
+        return lambda raw, room: raw
+    if name not in ("gzip", "deflate", "x-gzip"):
+        raise _Unbounded(f"{url} answered in Content-Encoding {name!r}, which passport does not decode")
+    inflate = zlib.decompressobj(wbits=47 if name != "deflate" else 15)  # 47: gzip or zlib header
+
+    def decode(raw: bytes, room: int) -> bytes:
+        try:
+            out = inflate.decompress(raw, max(room, 1))
+        except zlib.error as exc:
+            raise _Unbounded(f"{url} sent a body that does not decode as {name}: {exc}") from None
+        if inflate.unconsumed_tail:  # more would come out of this chunk than there is room for
+            raise _Unbounded(f"{url} answered more than the control-plane bound once decoded from {name} "
+                             "(limits.control_bytes)")
+        return out
+
+    return decode
 
 
 class _Unbounded(httpx.HTTPError):

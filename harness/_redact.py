@@ -5,10 +5,16 @@ the credentials of a URL (`user:key@host`), and whatever follows an `Authorizati
 `Proxy-Authorization`, `api-key` or `x-api-key` name or a `Bearer`/`Basic` scheme (a server that
 echoes request headers into an error body). `scrub` replaces each with `***`. Registered values
 are kept in memory only, for the life of the process.
+
+A server may echo a secret cut or re-encoded (a slice of the Basic token, the key inside a base64
+blob): every run of 12 or more base64/URL-safe characters that shares 12 consecutive characters
+with a registered secret, or with its base64 forms at each of the three byte alignments, is
+masked whole.
 """
 
 from __future__ import annotations
 
+import base64
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -20,6 +26,9 @@ __all__ = ["register_secret", "scrub", "scrub_bytes", "scrub_json", "strip_useri
 
 MASK = "***"
 _SECRETS: set[str] = set()
+_WINDOW = 12  # characters a run must share with a secret's form to be masked (shorter: ordinary text)
+_WINDOWS: set[str] = set()  # every _WINDOW-long slice of every registered secret's forms
+_RUN = re.compile(r"[A-Za-z0-9+/_=-]{12,}")
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'<>]+)@")
 _HEADER = re.compile(r"(?i)(?P<name>\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]key)(?P<sep>\"?\s*[:=]\s*\"?)"
                      r"(?:(?:bearer|basic)\s+)?[^\s\"',;}]+")
@@ -28,9 +37,33 @@ _MIN_SECRET = 4  # shorter values would mask ordinary text
 
 
 def register_secret(value: str | None) -> None:
-    """Remember a secret value so `scrub` masks it wherever it appears."""
+    """Remember a secret value so `scrub` masks it wherever it appears, whole, cut, or inside a
+    base64 encoding."""
     if value and len(value) >= _MIN_SECRET:
         _SECRETS.add(value)
+        for form in _forms(value):
+            _WINDOWS.update(form[i:i + _WINDOW] for i in range(len(form) - _WINDOW + 1))
+
+
+def _forms(value: str) -> list[str]:
+    """The value and the characters of its base64 (standard and URL-safe) that do not depend on
+    the bytes around it, for each of the three alignments it can have inside a longer encoding."""
+    raw = value.encode()
+    forms = [value]
+    for pad in range(3):
+        encoded = base64.b64encode(b"\0" * pad + raw).decode()
+        start = -(-pad * 4 // 3) + (1 if pad else 0)  # skip the characters that mix in the padding bytes
+        stable = encoded[start:len(encoded) - 4]
+        forms += [stable, stable.replace("+", "-").replace("/", "_")]
+    return [f for f in forms if len(f) >= _WINDOW]
+
+
+def _mask_runs(text: str) -> str:
+    def mask(match: re.Match[str]) -> str:
+        run = match[0]
+        return MASK if any(run[i:i + _WINDOW] in _WINDOWS for i in range(len(run) - _WINDOW + 1)) else run
+
+    return _RUN.sub(mask, text)
 
 
 def _secrets() -> Iterable[str]:
@@ -43,22 +76,27 @@ _HINT = re.compile(r"(?i)://[^/\s]*@|authoriz|api[-_]key|\bbearer\s|\bbasic\s")
 
 def scrub(text: str) -> str:
     """`text` with every secret masked (see the module docstring)."""
-    if not _HINT.search(text) and not any(secret in text for secret in _SECRETS):
+    runs = bool(_WINDOWS) and _RUN.search(text) is not None
+    if not runs and not _HINT.search(text) and not any(secret in text for secret in _SECRETS):
         return text
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", text)
     text = _SCHEME.sub(lambda m: f"{m['scheme']} {MASK}", text)
     for secret in _secrets():
         text = text.replace(secret, MASK)
-    return text
+    return _mask_runs(text) if runs else text
 
 
 _HINT_BYTES = re.compile(_HINT.pattern.encode())
+_RUN_BYTES = re.compile(_RUN.pattern.encode())
 
 
 def has_secret(data: bytes) -> bool:
     """Whether `data` may hold a secret (a quick test before the slower `scrub_bytes`)."""
-    return bool(_HINT_BYTES.search(data)) or any(s.encode() in data for s in _SECRETS)
+    if _HINT_BYTES.search(data) or any(s.encode() in data for s in _SECRETS):
+        return True
+    return bool(_WINDOWS) and any(bytes(m[0][i:i + _WINDOW]).decode() in _WINDOWS
+                                  for m in _RUN_BYTES.finditer(data) for i in range(len(m[0]) - _WINDOW + 1))
 
 
 def scrub_bytes(data: bytes) -> bytes:

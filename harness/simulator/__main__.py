@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument(
         "--fault", action="append", default=[], metavar="KIND:EVERY",
         help="every EVERY-th request gets KIND: disconnect, malformed, stall, error_event, "
-             "http500, reject, flood, huge_event, echo_auth, huge_headers (repeatable)",
+             "http500, reject, flood, huge_event, echo_auth, echo_slice, huge_headers (repeatable)",
     )
     parser.add_argument("--huge-event-mib", type=int, default=32, help="size of a huge_event fault's event")
     parser.add_argument("--die-after", type=int, metavar="N",

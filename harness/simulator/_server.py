@@ -23,7 +23,7 @@ from harness.simulator._script import Reply, scripted_reply
 __all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
 
 FaultKind = Literal["disconnect", "malformed", "stall", "error_event", "http500", "reject", "flood", "huge_event",
-                    "echo_auth", "huge_headers"]
+                    "echo_auth", "echo_slice", "huge_headers"]
 _now = time.perf_counter_ns
 
 
@@ -46,7 +46,8 @@ class SimConfig:
     running and waiting, KV usage = running / slots, token counters; `metrics_delay_s` makes
     it slow. Structured-output and tool requests get a minimal valid answer (see `_formats.py`)
     unless `ignore_formats`. Hostile faults: `flood` (body bytes without a line end, forever),
-    `huge_event` (one event of `huge_event_mib` MiB), `echo_auth` (401 quoting the request's
+    `huge_event` (one event of `huge_event_mib` MiB), `echo_slice` (401 quoting the credential
+    without its scheme and cut at both ends), `echo_auth` (401 quoting the request's
     Authorization header), `huge_headers` (a 200 whose header block never ends); `endless_path`:
     a GET of that path answers with a body that never ends.
     `prefix_cache`: a prompt seen before (with the same `cache_salt`, vLLM's field) is served
@@ -307,6 +308,11 @@ class _SimProtocol(asyncio.Protocol):
         if fault == "echo_auth":  # a careless gateway that quotes the request back
             self._write_simple(401, orjson.dumps({"error": {"message": f"bad key in Authorization: "
                                                                        f"{self.authorization}", "code": 401}}))
+            return
+        if fault == "echo_slice":  # one that quotes a cut of the credential, without its scheme
+            token = (self.authorization or "").split()[-1] if self.authorization else ""
+            self._write_simple(401, orjson.dumps({"error": {"message": f"rejected credential ...{token[3:-3]}...",
+                                                            "code": 401}}))
             return
         answer = self._answer(req, chat, state.count, fault, recv_ns)
         state.prompt_tokens += answer.prompt_tokens

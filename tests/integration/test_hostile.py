@@ -146,7 +146,7 @@ PLANTED_PASSWORD = "pw-planted-42d8e61a"
 def _secret_forms() -> list[bytes]:
     """Every form the planted secrets could take on disk: as given, and as the headers carry them."""
     basic = base64.b64encode(f"ada:{PLANTED_PASSWORD}".encode())
-    return [PLANTED_KEY.encode(), PLANTED_PASSWORD.encode(), basic]
+    return [PLANTED_KEY.encode(), PLANTED_PASSWORD.encode(), basic, basic[3:-3], PLANTED_KEY[3:-3].encode()]
 
 
 def _files_holding(folder: Path, forms: list[bytes]) -> list[str]:
@@ -157,9 +157,13 @@ def _files_holding(folder: Path, forms: list[bytes]) -> list[str]:
        "passport, declared.json and stderr")
 @fault("credentials in the base URL (`user:key@host`)", "sent as Basic auth, stripped from every URL written or "
        "printed")
+@fault("a server echoing a cut of the key or of the Basic token, without its scheme", "the run of characters holding "
+       "12 or more of the secret's (or its base64's) is masked whole")
 @pytest.mark.parametrize("how", ["api_key_env", "userinfo"])
-def test_a_planted_key_lands_nowhere(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, how: str) -> None:
-    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--fault", "echo_auth:3")
+@pytest.mark.parametrize("echo", ["echo_auth", "echo_slice"])
+def test_a_planted_key_lands_nowhere(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, how: str,
+                                     echo: str) -> None:
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--fault", f"{echo}:3")
     endpoint: dict[str, Any] = {"base_url": url}
     env = {}
     if how == "api_key_env":
@@ -175,8 +179,9 @@ def test_a_planted_key_lands_nowhere(simulator: SimFactory, write_spec: WriteSpe
     run = only_run_dir(tmp_path / "out")
     requests = _requests(run)
     echoed = requests[requests.http_status == 401]
+    said = ("bad key in Authorization: ***" if echo == "echo_auth" else "rejected credential ...***...")
     assert len(echoed) == 4 and set(echoed.error) == {
-        'HTTP 401: {"error":{"message":"bad key in Authorization: ***","code":401}}'}, set(echoed.error)
+        f'HTTP 401: {{"error":{{"message":"{said}","code":401}}}}'}, set(echoed.error)
     forms = _secret_forms()
     assert _files_holding(run, forms) == []
     assert not any(f.decode() in result.stdout + result.stderr for f in forms)

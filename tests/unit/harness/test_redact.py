@@ -1,0 +1,30 @@
+"""Secrets masked whole, cut, or inside a base64 encoding (issue 22); ordinary text untouched."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from harness import register_secret, scrub, scrub_bytes
+
+KEY = "sk-unit-9d41b7c2e0aa55f3"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _registered() -> None:
+    register_secret(KEY)
+
+
+@pytest.mark.parametrize("pad", [0, 1, 2])
+def test_a_key_inside_a_base64_blob_is_masked_at_every_alignment(pad: int) -> None:
+    blob = base64.b64encode(b"x" * pad + f"token={KEY};".encode()).decode()
+    assert scrub(f"header was {blob} end") == "header was *** end"
+    assert scrub(f"url-safe {blob.replace('+', '-').replace('/', '_')} end") == "url-safe *** end"
+
+
+def test_a_cut_of_the_key_is_masked_and_ordinary_text_is_not() -> None:
+    assert scrub(f"got ...{KEY[4:18]}...") == "got ...***..."
+    assert scrub_bytes(f"got {KEY[2:-2]}".encode()) == b"got ***"
+    plain = "a long_identifier_without_secrets and 1234567890123456789 digits, sk-unit-other"
+    assert scrub(plain) == plain

@@ -40,7 +40,7 @@ def main(args: argparse.Namespace) -> ExitCode:
                        f"{kept} requests recorded and kept")
     if outcome.fallback is not None:
         printer.status(f"the run folder {outcome.folder} took no more writes: passport.json was written to "
-                       f"{outcome.fallback} instead (no report); the raw files stay in the run folder")
+                       f"{outcome.fallback} instead (no report); the reason above says where the raw files are")
         print(f"passport: {outcome.fallback / 'passport.json'}")
         return ExitCode.of_verdict(outcome.passport.verdict)
     print(f"passport: {outcome.folder / 'passport.json'}")

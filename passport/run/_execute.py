@@ -30,16 +30,18 @@ from harness import (
     HttpClient,
     PreparedRequest,
     open_new,
+    real_dir,
     scrub_file,
     scrub_json,
     write_new,
 )
 from passport._errors import OutputFolderError
 from passport.audit import SPEC_FILE, RunState, sha256_file
-from passport.model import CanaryInfo, Override, Passport, RunSpec, with_overrides
+from passport.model import CanaryInfo, Override, Passport, PassportDraft, RunSpec, with_overrides
 from passport.run._assemble import (
     cycle_note,
     draft_passport,
+    fallback_folder,
     finalize,
     write_draft,
     write_fallback,
@@ -338,14 +340,32 @@ def execute(
         if timed.workers:
             workers = {**(draft.protocol.workers or {}), **timed.workers}
             draft = draft.model_copy(update={"protocol": draft.protocol.model_copy(update={"workers": workers})})
-        passport = finalize(run.folder, draft, state, utc_now(),
-                            cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles))
+        note = cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles)
+        if not (run.folder / "requests.parquet").is_file() and not (run.folder / "requests.parts").is_dir():
+            return _folder_gone(run, draft, state, note, interrupts.count)
+        passport = finalize(run.folder, draft, state, utc_now(), note)
         fallback = None
         try:
             passport = write_passport(run.folder, passport)
         except OSError as exc:
             passport, fallback = write_fallback(run.folder, passport, exc)
     return RunOutcome(run.folder, passport, interrupts.count, fallback)
+
+
+def _folder_gone(run: Opened, draft: PassportDraft, state: RunState, note: str | None, interrupts: int) -> RunOutcome:
+    """The run folder (or its raw tables) was deleted while the run went on: what it recorded is
+    gone, but the run still ends in a passport saying so, written with empty raw tables to the
+    fallback folder, like a run whose disk filled."""
+    target = real_dir(fallback_folder(run.folder))
+    for name, schema in RAW_TABLES:
+        with open_new(target / f"{name}.parquet") as file:
+            pq.write_table(schema.empty_table(), file)
+    why = (f"the run folder {run.folder} (or its raw tables) was deleted during the run; the requests it recorded "
+           f"went with it; this passport was written to {target}")
+    state = RunState(complete=False, incomplete_reason=f"{state.incomplete_reason}; {why}" if state.incomplete_reason
+                     else why, forced=state.forced, launched_engine=state.launched_engine)
+    passport = write_passport(target, finalize(target, draft, state, utc_now(), note), reports=False)
+    return RunOutcome(run.folder, passport, interrupts, target)
 
 
 def _timed_or_interrupted(run: Opened, found: Identified, planned: Planned, gate: Gate, ready: _Ready,

@@ -403,6 +403,35 @@ def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_loses_nothing_written(
     assert run_cli("verify", str(run)).returncode == 0
 
 
+@fault("the run folder deleted mid-run", "the run ends in an INCOMPLETE passport (with empty raw tables) in the "
+       "fallback folder saying the folder and its records were deleted; exit 1, no traceback")
+def test_a_run_folder_deleted_mid_run_still_ends_in_a_passport(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "20", "--itl-ms", "5")
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"duration_s": 3}}))
+    out = tmp_path / "out"
+    env = {**os.environ, "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO, env=env)
+    assert proc.stderr is not None
+    for line in proc.stderr:  # until the timed phase starts
+        if line.startswith("passport: timed phase"):
+            break
+    time.sleep(0.5)
+    shutil.rmtree(only_run_dir(out))
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 1 and "Traceback" not in stderr, stderr
+    (passport_path,) = (tmp_path / "tmp" / "passport-fallback").glob("*/passport.json")
+    passport = json.loads(passport_path.read_text())
+    assert passport["verdict"] == "INCOMPLETE"
+    assert "was deleted during the run; the requests it recorded went with it" in \
+        passport["validity"]["incomplete_reason"]
+    assert stdout.startswith(f"passport: {passport_path}")
+    assert run_cli("verify", str(passport_path.parent)).returncode == 0
+
+
 # -- rejections and Retry-After -------------------------------------------------------------------
 
 

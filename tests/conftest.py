@@ -24,6 +24,8 @@ import yaml
 from harness import free_port
 
 REPO = Path(__file__).resolve().parent.parent
+# Runs sign their passports with this machine's key: the suite's own, not the user's.
+os.environ.setdefault("PASSPORT_KEY_DIR", str(Path(os.environ.get("TMPDIR", "/tmp")) / "passport-test-keys"))
 CACHE = Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport"))
 GGUF = CACHE / "models" / "gemma-3-270m-q4_k_m.gguf"
 

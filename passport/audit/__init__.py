@@ -60,6 +60,7 @@ from passport.audit._metrics import (
 )
 from passport.audit._results import RunData, compute_results, per_request_samples, read_run, tokens_per_s_per_user
 from passport.audit._server_stats import server_summary
+from passport.audit._signature import KEY_DIR_ENV, KEY_ENV, key_fingerprint, sign_content, signature_problem
 from passport.audit._slo import requests_meeting
 from passport.audit._types import (
     CanaryFigures,
@@ -160,6 +161,11 @@ __all__ = [
     "stat",
     "verdict_of",
     "verify_run",
+    "KEY_ENV",
+    "KEY_DIR_ENV",
+    "key_fingerprint",
+    "sign_content",
+    "signature_problem",
     "require_trusted",
     "trust_problems",
     "write_declared",

@@ -54,8 +54,9 @@ def canonical_json(data: Any) -> bytes:
 
 
 def content_sha256(passport: Mapping[str, Any]) -> str:
-    """The hash a passport carries over its own canonical form (every field but this one)."""
-    return sha256_bytes(canonical_json({k: v for k, v in passport.items() if k != "content_sha256"}))
+    """The hash a passport carries over its own canonical form (every field but this one and the
+    signature of it)."""
+    return sha256_bytes(canonical_json({k: v for k, v in passport.items() if k not in ("content_sha256", "signature")}))
 
 
 def file_entries(folder: Path, reports: bool = False) -> dict[str, FileFacts]:

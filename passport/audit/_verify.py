@@ -28,7 +28,8 @@ from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
 from passport.audit._files import content_sha256, file_entries, load_table, sha256_file
 from passport.audit._results import compute_results
-from passport.audit._versions import DERIVED_VALIDITY_SINCE, SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._signature import signature_problem
+from passport.audit._versions import DERIVED_VALIDITY_SINCE, SIGNED_SINCE, SUPPORTED_SCHEMA_VERSIONS
 
 __all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2", "trust_problems",
            "require_trusted"]
@@ -219,9 +220,20 @@ def _check_results(run_dir: Path, passport: dict[str, Any], version: str) -> lis
     return diff_values(passport.get("results", {}), recomputed)
 
 
-def verify_run(run_dir: Path) -> Verification:
+def _signature_problems(passport: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+    """The signature (schema 1.4 on, or whenever `keys` are required) against the content hash."""
+    signed_since = _version(str(passport["schema_version"])) >= _version(SIGNED_SINCE)
+    if signed_since and not passport.get("signature"):
+        return ["passport.json: unsigned, though every passport of its schema version is signed (the signature "
+                "was removed)"]
+    problem = signature_problem(passport, keys)
+    return [] if problem is None else [f"passport.json: {problem}"]
+
+
+def verify_run(run_dir: Path, keys: tuple[str, ...] = ()) -> Verification:
     """Every difference between the passport and what its raw files say (see the module
-    docstring). Raises RunFolderError when `run_dir` holds no passport this verifier can read."""
+    docstring); with `keys`, the passport must also be signed by one of those key fingerprints.
+    Raises RunFolderError when `run_dir` holds no passport this verifier can read."""
     run_dir = Path(run_dir)
     passport = read_passport_json(run_dir)
     version = str(passport["schema_version"])
@@ -232,6 +244,10 @@ def verify_run(run_dir: Path) -> Verification:
         if passport.get("content_sha256") != content_sha256(passport):
             out.problems.append("passport.json: content_sha256 differs from its content (the passport was edited "
                                 "after it was written)")
+    if passport.get("signature") or keys or _version(version) >= _version(SIGNED_SINCE):
+        fingerprint = (passport.get("signature") or {}).get("fingerprint")
+        out.checked.append(f"signature ({fingerprint})" if fingerprint else "signature")
+        out.problems += _signature_problems(passport, keys)
     out.checked.append("files")
     out.problems += _check_files(run_dir, passport, derived_validity)
     out.checked.append("declarations")
@@ -301,17 +317,19 @@ def _check_verdict(run_dir: Path, passport: dict[str, Any]) -> list[str]:
             if value != derived]
 
 
-def trust_problems(run_dir: Path) -> list[str]:
+def trust_problems(run_dir: Path, keys: tuple[str, ...] = ()) -> list[str]:
     """What `gate`, `compare` and `show` check before they read a passport: the content hash
-    (present and matching, from schema 1.3 on) and the verdict re-derived from the raw files.
-    Cheaper than `verify_run` (no file hashes, no per-figure comparison) and enough that a
-    hand-flipped verdict, a deleted or recomputed hash, or a downgraded schema version is caught."""
+    (present and matching, from schema 1.3 on), the signature (from 1.4 on; by one of `keys`
+    when given) and the verdict re-derived from the raw files. Cheaper than `verify_run` (no
+    file hashes, no per-figure comparison) and enough that a hand-flipped verdict, a deleted or
+    recomputed hash, or a downgraded schema version is caught."""
     run_dir = Path(run_dir)
     passport = read_passport_json(run_dir)
     problems = []
     if _version(str(passport["schema_version"])) >= _version(DERIVED_VALIDITY_SINCE) \
             and passport.get("content_sha256") != content_sha256(passport):
         problems.append("its content hash is missing or differs from its content (edited after it was written)")
+    problems += [p.removeprefix("passport.json: ") for p in _signature_problems(passport, keys)]
     try:
         problems += _check_verdict(run_dir, passport)
     except (OSError, KeyError, ValueError, TypeError) as exc:
@@ -319,9 +337,9 @@ def trust_problems(run_dir: Path) -> list[str]:
     return problems
 
 
-def require_trusted(run_dir: Path) -> None:
+def require_trusted(run_dir: Path, keys: tuple[str, ...] = ()) -> None:
     """RunFolderError (a usage error, exit 2) naming what `trust_problems` found, if anything."""
-    problems = trust_problems(run_dir)
+    problems = trust_problems(run_dir, keys)
     if problems:
         raise RunFolderError(f"{run_dir}: not a passport to act on: {'; '.join(problems)}; `passport verify "
                              f"{run_dir}` lists every check")

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-__all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "DERIVED_VALIDITY_SINCE", "RULES_KEY", "RULES_VERSION"]
+__all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "DERIVED_VALIDITY_SINCE", "SIGNED_SINCE", "RULES_KEY",
+           "RULES_VERSION"]
 
-SCHEMA_VERSION = "1.3"
-SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3")
+SCHEMA_VERSION = "1.4"
+SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
 # From this version on, verify re-derives validity, counts, canaries and the verdict, and checks
 # the passport's content hash; older passports carry neither the inputs nor the hash.
 DERIVED_VALIDITY_SINCE = "1.3"
+# From this version on, every passport carries the signature of its content hash.
+SIGNED_SINCE = "1.4"
 
 # The wording of the validity rules, recorded in protocol.harness.libraries[RULES_KEY] ("1" when
 # absent): verify re-derives each rule's message as the run's version wrote it, so a message can

@@ -27,6 +27,8 @@ def add(sub: Any, epilog: str) -> None:
     gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
     gate.add_argument("--require", action="append", default=[], metavar="CONDITION", help="a condition (repeatable)")
     gate.add_argument("--file", type=Path, metavar="GATE.yaml", help="a YAML file with `require: [conditions]`")
+    gate.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
+                      help="act only on a passport signed by this key (sha256:...); repeatable: any of them")
     gate.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
 
 
@@ -54,7 +56,7 @@ def main(args: argparse.Namespace) -> ExitCode:
     else:
         from passport.audit import require_trusted
 
-        require_trusted(args.run_dir)  # a hand-edited verdict or hash is refused, not gated on
+        require_trusted(args.run_dir, tuple(args.key))  # a hand-edited verdict or hash is refused, not gated on
         passport = read_passport(args.run_dir)
         name, results = passport.name, evaluate_gate(passport, conditions)
     width = max(len(r.condition.text) for r in results)

@@ -17,22 +17,26 @@ def add(sub: Any, epilog: str) -> None:
         description="Check RUN_DIR/passport.json against its run folder: its content hash, the sha256 of every "
                     "file it lists, the declarations frozen before the run; recompute the results, counts, canary "
                     "summary, every validity rule and the verdict from the raw files; re-render the reports and "
-                    "replay the recorded probes behind the identity. A campaign folder: "
+                    "replay the recorded probes behind the identity; check the signature of the content hash "
+                    "(schema 1.4 on), and with --key that it was made by a key you trust. A campaign folder: "
                     "its campaign.json recomputed from its spec and its arms' passports, and every arm's run "
                     "verified. Prints 'verified' or each difference. Exit 0 "
                     "verified, 1 differences found, 2 when RUN_DIR holds no passport this version reads.",
     )
     verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
+    verify.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
+                        help="require a signature by this key (sha256:..., as `passport.json` signature.fingerprint "
+                             "shows it); repeatable: any of them")
 
 
-def _verify_run(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
+def _verify_run(run_dir: Path, keys: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[str]]:
     """(problems, what was checked, notes) of one run folder."""
     from passport.audit import verify_run
     from passport.model import passport_model, read_passport_json
     from passport.report import check_reports
     from passport.run import replay_identity
 
-    verification = verify_run(run_dir)
+    verification = verify_run(run_dir, keys)
     problems, checked = list(verification.problems), list(verification.checked)
     notes: list[str] = []
     if not any(p.startswith("passport.json: content_sha256") for p in problems):
@@ -44,7 +48,7 @@ def _verify_run(run_dir: Path) -> tuple[list[str], list[str], list[str]]:
     return problems, checked, notes
 
 
-def _verify_campaign(folder: Path) -> tuple[list[str], list[str], list[str]]:
+def _verify_campaign(folder: Path, keys: tuple[str, ...] = ()) -> tuple[list[str], list[str], list[str]]:
     """A campaign folder: its record recomputed from its spec and its arms' passports, and every
     arm's run verified as a run."""
     from passport.judge import read_campaign, recompute_campaign
@@ -56,7 +60,7 @@ def _verify_campaign(folder: Path) -> tuple[list[str], list[str], list[str]]:
     for row in record["arms"]:
         if row["run"] is None:
             continue
-        arm_problems, _, arm_notes = _verify_run(folder / row["run"])
+        arm_problems, _, arm_notes = _verify_run(folder / row["run"], keys)
         problems += [f"arm {row['name']}: {p}" for p in arm_problems]
         notes += [f"arm {row['name']}: {n}" for n in arm_notes]
         checked.append(f"arm {row['name']}")
@@ -67,7 +71,7 @@ def main(args: argparse.Namespace) -> ExitCode:
     from passport.judge import CAMPAIGN_FILE
 
     campaign = (args.run_dir / CAMPAIGN_FILE).is_file()
-    problems, checked, notes = (_verify_campaign if campaign else _verify_run)(args.run_dir)
+    problems, checked, notes = (_verify_campaign if campaign else _verify_run)(args.run_dir, tuple(args.key))
     if not problems:
         print(f"verified: {args.run_dir}")
         print(f"checked: {', '.join(checked)}")

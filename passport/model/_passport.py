@@ -26,6 +26,9 @@
   the workload's (`canary_schema_failures`, `canary_tool_failures`); declared.json records the
   workload's `context_needed_tokens`. `verify` re-derives validity, counts, canaries and the
   verdict of a 1.3 passport; older ones it verifies as before (results, files, declarations).
+- "1.4" (2026-12): `signature`: the content hash signed with ed25519 at the end of the run (the
+  public key, its fingerprint, and whether the key was this machine's or a team's from the
+  environment); the content hash leaves the signature out. A 1.3 passport reads with none.
 
 The generated JSON Schema is committed at `passport/model/schema/passport.schema.json`
 (`python -m passport.model` rewrites it; a test fails when it drifts).
@@ -81,6 +84,7 @@ __all__ = [
     "FileEntry",
     "Passport",
     "PassportDraft",
+    "Signature",
     "Verdict",
 ]
 
@@ -411,12 +415,24 @@ class FileEntry(_Model):
     rows: int | None = None
 
 
+class Signature(_Model):
+    """The content hash signed at the end of the run (passport.audit._signature)."""
+
+    algorithm: Literal["ed25519"]
+    public_key: str = Field(description="base64 of the raw public key.")
+    fingerprint: str = Field(description="sha256: and 32 hex digits of the raw public key's sha256.")
+    key: Literal["local", "environment"] = Field(description="this machine's key, or PASSPORT_SIGNING_KEY's.")
+    value: str = Field(description="base64 of the signature over content_sha256 (its hex, as UTF-8).")
+
+
 class Passport(_Model):
     """A benchmark passport (see the module docstring for the version history)."""
 
     schema_version: str = SCHEMA_VERSION
     content_sha256: str | None = Field(
-        None, description="sha256 of this passport's canonical JSON without this field (null before 1.3).")
+        None, description="sha256 of this passport's canonical JSON without this field and `signature` (null before "
+                          "1.3).")
+    signature: Signature | None = Field(None, description="The content hash signed (null before 1.4).")
     run_id: str
     name: str
     created_utc: str

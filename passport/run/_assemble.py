@@ -20,6 +20,7 @@ from passport.audit import (
     content_sha256,
     derive,
     file_entries,
+    sign_content,
 )
 from passport.model import (
     SCHEMA_VERSION,
@@ -34,6 +35,7 @@ from passport.model import (
     Results,
     RuleResult,
     ScheduleInfo,
+    Signature,
     Validity,
     WorkloadInfo,
 )
@@ -136,8 +138,10 @@ def write_passport(folder: Path, passport: Passport, reports: bool = True, to: P
     if reports:
         write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
     files = {name: FileEntry.model_validate(entry) for name, entry in file_entries(folder, reports=reports).items()}
-    sealed = passport.model_copy(update={"files": files, "content_sha256": None})
-    sealed = sealed.model_copy(update={"content_sha256": content_sha256(sealed.json_dict())})
+    sealed = passport.model_copy(update={"files": files, "content_sha256": None, "signature": None})
+    sealed_hash = content_sha256(sealed.json_dict())
+    sealed = sealed.model_copy(update={"content_sha256": sealed_hash,
+                                       "signature": Signature.model_validate(sign_content(sealed_hash))})
     path = (to or folder) / "passport.json"
     write_new(path, (sealed.model_dump_json(indent=2) + "\n").encode())
     draft = folder / DRAFT_FILE

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 
 from passport.audit import content_sha256
 from tests.conftest import SimFactory, only_run_dir, run_cli
@@ -199,3 +200,49 @@ def test_the_workloads_largest_need_is_declared_before_timing_and_checked_agains
     rule = next(r for r in passport["validity"]["rules"] if r["name"] == "context_capacity")
     assert (rule["status"], rule["measured"], rule["threshold"]) == ("FAIL", 16, 12)
     assert passport["verdict"] == "INVALID" and run_cli("verify", str(run)).returncode == 0
+
+
+@fault("a forger who edits passport.json, recomputes its content hash and signs it with a key of their own",
+       "verify: the old signature fails, a new one names its key; `verify --key` / `gate --key` with the run's key "
+       "refuse it; a removed signature is caught from schema 1.4 on")
+def test_the_signature_tells_whose_key_sealed_the_passport(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    import base64
+
+    from passport.audit import sign_content
+
+    honest = {"PASSPORT_KEY_DIR": str(tmp_path / "honest-keys")}
+    url = simulator("--ttft-ms", "3", "--itl-ms", "1")
+    path = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 12}}))
+    assert run_cli("run", str(path), "--out", str(tmp_path / "out"), "--quiet", env=honest).returncode == 0
+    run = only_run_dir(tmp_path / "out")
+    signature = json.loads((run / "passport.json").read_text())["signature"]
+    key = signature["fingerprint"]
+    key_file = tmp_path / "honest-keys" / "signing-key.ed25519"
+    assert signature["key"] == "local" and key_file.stat().st_mode & 0o077 == 0  # its owner's eyes only
+    assert run_cli("verify", str(run), "--key", key).returncode == 0
+
+    forger_key = base64.b64encode(bytes(range(32))).decode()
+    data = json.loads((run / "passport.json").read_text())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PASSPORT_SIGNING_KEY", forger_key)
+        forged = sign_content(data["content_sha256"])
+    # the run's signature passed off as the forger's key's (or an edit resealed under the old one)
+    _edit(run, lambda d: d["signature"].update(public_key=forged["public_key"], fingerprint=forged["fingerprint"]),
+          reseal=False)
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "its signature is not a valid signature of its content hash" in result.stdout
+    data["signature"] = forged  # the forger signs with a key of their own
+    (run / "passport.json").write_text(json.dumps(data))
+    assert data["signature"]["key"] == "environment" and data["signature"]["fingerprint"] != key
+    plain = run_cli("verify", str(run))  # a valid signature, by somebody: verify names whose
+    assert plain.returncode == 0 and f"signature ({data['signature']['fingerprint']})" in plain.stdout
+    trusted = run_cli("verify", str(run), "--key", key)
+    assert trusted.returncode == 1 and f"not by {key}" in trusted.stdout
+    gate = run_cli("gate", str(run), "--key", key, "--require", "verdict == VALID")
+    assert gate.returncode == 2 and f"not by {key}" in gate.stderr
+
+    _edit(run, lambda data: data.pop("signature"), reseal=False)  # the hash leaves the signature out
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1 and "unsigned, though every passport of its schema version is signed" in result.stdout

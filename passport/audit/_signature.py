@@ -1,0 +1,95 @@
+"""A passport's content hash signed with ed25519 at the end of its run, and the check of it.
+
+The key: `PASSPORT_SIGNING_KEY` (base64 of a raw 32-byte ed25519 private key: a team's key, kept
+in the team's secret store), else this machine's own key, made on first use in
+`$PASSPORT_KEY_DIR` (default `~/.config/passport`) as `signing-key.ed25519`, readable by its
+owner only. The passport carries the public key, its fingerprint and the signature over its
+`content_sha256`.
+
+What it proves, and what not: a valid signature says the holder of that private key sealed
+this content; anyone can sign a forgery with a key of their own, so the check that matters is
+`passport verify --key FINGERPRINT` (or `gate --key`): the passport must be signed by a key you
+trust. It says nothing about whether the raw files are what the server sent; it does say they
+are what the key's holder's run wrote. `cryptography` is imported only when a passport is
+signed or checked.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+__all__ = ["KEY_ENV", "KEY_DIR_ENV", "sign_content", "signature_problem", "key_fingerprint", "local_key_path"]
+
+KEY_ENV = "PASSPORT_SIGNING_KEY"
+KEY_DIR_ENV = "PASSPORT_KEY_DIR"
+_ALGORITHM = "ed25519"
+
+
+def local_key_path() -> Path:
+    return Path(os.environ.get(KEY_DIR_ENV) or Path.home() / ".config" / "passport") / "signing-key.ed25519"
+
+
+def key_fingerprint(public_raw: bytes) -> str:
+    """`sha256:` and the first 32 hex digits of the raw public key's sha256."""
+    return "sha256:" + hashlib.sha256(public_raw).hexdigest()[:32]
+
+
+def _private_key() -> tuple[Any, str]:
+    """(the signing key, where it came from: environment or local)."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    team = os.environ.get(KEY_ENV)
+    if team:
+        try:
+            return Ed25519PrivateKey.from_private_bytes(base64.b64decode(team, validate=True)), "environment"
+        except ValueError as exc:
+            raise ValueError(f"{KEY_ENV} is not the base64 of a 32-byte ed25519 private key: {exc}") from None
+    path = local_key_path()
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        raw = Ed25519PrivateKey.generate().private_bytes_raw()
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "wb") as file:
+                file.write(base64.b64encode(raw) + b"\n")
+        except FileExistsError:
+            pass  # another run made it first: use theirs
+    return Ed25519PrivateKey.from_private_bytes(base64.b64decode(path.read_bytes().strip())), "local"
+
+
+def sign_content(content_sha256: str) -> dict[str, str]:
+    """The passport's `signature` section for its content hash."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key, source = _private_key()
+    public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
+    return {"algorithm": _ALGORITHM, "public_key": base64.b64encode(public).decode(),
+            "fingerprint": key_fingerprint(public), "key": source,
+            "value": base64.b64encode(key.sign(content_sha256.encode())).decode()}
+
+
+def signature_problem(passport: dict[str, Any], trusted: tuple[str, ...] = ()) -> str | None:
+    """What is wrong with a passport's signature, or None: absent when `trusted` keys are asked
+    for, not a valid ed25519 signature of its content hash by the key it names, or by a key
+    that is not among `trusted` (fingerprints)."""
+    signature = passport.get("signature")
+    if not signature:
+        return f"it is not signed, and a key was required ({', '.join(trusted)})" if trusted else None
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    try:
+        public = base64.b64decode(signature["public_key"], validate=True)
+        Ed25519PublicKey.from_public_bytes(public).verify(base64.b64decode(signature["value"], validate=True),
+                                                          str(passport.get("content_sha256")).encode())
+    except (InvalidSignature, ValueError, KeyError, TypeError):
+        return "its signature is not a valid signature of its content hash by the key it names"
+    if key_fingerprint(public) != signature.get("fingerprint"):
+        return "its signature names a fingerprint that is not its public key's"
+    if trusted and signature["fingerprint"] not in trusted:
+        return f"it is signed by key {signature['fingerprint']}, not by {', '.join(trusted)}"
+    return None

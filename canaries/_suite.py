@@ -32,6 +32,8 @@ from typing import Any, Literal, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from workloads import load_yaml
+
 __all__ = ["CaseSpec", "Suite", "CanaryError", "load_suite", "bundled_suites", "SUITES_DIR", "KINDS"]
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
@@ -149,6 +151,9 @@ def bundled_suites() -> list[str]:
     return sorted(p.stem for p in SUITES_DIR.glob("*.yaml"))
 
 
+_MAX_SUITE_BYTES = 4 * 2**20
+
+
 def load_suite(name_or_path: str) -> Suite:
     """A bundled suite by name, or a suite file by path; raises CanaryError saying what is wrong."""
     path = Path(name_or_path).expanduser()
@@ -159,8 +164,10 @@ def load_suite(name_or_path: str) -> Suite:
                               f"({', '.join(bundled_suites())})")
         path = bundled
     try:
-        data = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+        if path.stat().st_size > _MAX_SUITE_BYTES:  # is_file() above: a regular file, so its size is its length
+            raise ValueError(f"it is {path.stat().st_size:,} bytes; a suite is at most {_MAX_SUITE_BYTES:,}")
+        data = load_yaml(path.read_bytes(), f"canary suite {path}")  # strict, and bounded in what aliases expand to
+    except (OSError, ValueError) as exc:
         raise CanaryError(f"cannot read canary suite {path}: {exc}") from exc
     try:
         suite = Suite.model_validate(data)

@@ -229,11 +229,14 @@ def test_a_bad_spec_is_one_clear_message(tmp_path: Path, name: str, content: byt
     assert not (tmp_path / "out").exists()
 
 
-@fault("a spec that is no file or never ends: /dev/zero, /dev/urandom, a FIFO, 100 MB, a nine-level alias bomb, "
-       "nesting 100,000 deep", "exit 2 in under a second with what it is and the limit (regular files of at most "
-       "4 MiB, aliases expanding to at most 1,000,000 values); memory stays flat, nothing waits on the FIFO")
-@pytest.mark.parametrize("kind", ["zero", "urandom", "fifo", "huge", "alias_bomb", "deep"])
+@fault("a spec (or the canary suite it names) that is no file or never ends: /dev/zero, /dev/urandom, a FIFO, "
+       "100 MB, a nine-level alias bomb, nesting 100,000 deep", "exit 2 in under a second with what it is and the "
+       "limit (regular files of at most 4 MiB, aliases expanding to at most 1,000,000 values); memory stays flat, "
+       "nothing waits on the FIFO")
+@pytest.mark.parametrize("kind", ["zero", "urandom", "fifo", "huge", "alias_bomb", "deep", "suite_bomb"])
 def test_a_spec_that_never_ends_or_explodes_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    bomb = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    bomb += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
     if kind in ("zero", "urandom"):
         spec, said = Path(f"/dev/{kind}"), "is a device, not a file"
     elif kind == "fifo":
@@ -244,10 +247,13 @@ def test_a_spec_that_never_ends_or_explodes_is_refused_at_once(tmp_path: Path, k
         with spec.open("wb") as f:
             f.truncate(100 * 2**20)
     elif kind == "alias_bomb":
-        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
-        lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 10)]
         spec, said = tmp_path / "bomb.yaml", "its aliases expand to over 1,000,000 values"
-        spec.write_text("\n".join(lines) + "\n")
+        spec.write_text("\n".join(bomb) + "\n")
+    elif kind == "suite_bomb":  # the spec is fine; the canary suite it names is the bomb
+        (tmp_path / "suite.yaml").write_text("\n".join(bomb) + "\n")
+        spec, said = tmp_path / "spec.yaml", "its aliases expand to over 1,000,000 values"
+        spec.write_text(f"endpoint: {{base_url: 'http://127.0.0.1:9/v1'}}\nload: {{pattern: closed, concurrency: 1}}\n"
+                        f"canaries: {tmp_path / 'suite.yaml'}\n")
     else:
         spec, said = tmp_path / "deep.yaml", "nests deeper than a YAML document may"
         spec.write_text("a: " + "[" * 100_000 + "]" * 100_000 + "\n")

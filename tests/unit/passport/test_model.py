@@ -16,7 +16,7 @@ def test_committed_json_schema_matches_the_model() -> None:
 def test_schema_declares_the_four_parts() -> None:
     schema = json.loads(SCHEMA_PATH.read_text())
     assert {"identity", "protocol", "validity", "results", "files"} <= set(schema["required"])
-    assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION == "1.3"
+    assert schema["properties"]["schema_version"]["default"] == SCHEMA_VERSION == "1.4"
 
 
 def test_a_1_0_passport_without_the_1_1_fields_still_reads(sample_passport: Passport, tmp_path: Path) -> None:

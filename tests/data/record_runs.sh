@@ -2,7 +2,7 @@
 # Record one pinned run folder under tests/data/runs/NAME with the passport of git revision REV
 # (default: the working tree), against that revision's own simulated engine. Each passport schema
 # version has a run recorded once by a version that wrote it (v1.0, v1.1 = base/same/slow,
-# v1.2, v1.3); tests/integration/test_pinned_runs.py checks that verify keeps reproducing every
+# v1.2, v1.3, v1.4); tests/integration/test_pinned_runs.py checks that verify keeps reproducing every
 # one. What compare and gate must say about them is derived by hand from the script below, in
 # expected-verdicts.yaml, never recorded from passport's output.
 #

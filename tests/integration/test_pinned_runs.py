@@ -21,7 +21,7 @@ from tests.integration.test_report_html import browser_probe
 DATA = REPO / "tests" / "data"
 RUNS = DATA / "runs"
 EXPECTED = yaml.safe_load((DATA / "expected-verdicts.yaml").read_text())
-BY_VERSION = {"1.0": "v1.0", "1.1": "base", "1.2": "v1.2", "1.3": "v1.3"}
+BY_VERSION = {"1.0": "v1.0", "1.1": "base", "1.2": "v1.2", "1.3": "v1.3", "1.4": "v1.4"}
 
 
 def test_there_is_a_pinned_run_for_every_schema_version_passport_reads() -> None:

@@ -135,6 +135,15 @@ class _EngineWatch:
                 return
             await asyncio.sleep(0.5)
 
+    async def settle(self, wait_s: float = 1.0) -> None:
+        """Give a dying engine up to `wait_s` to be seen exiting (its sockets close a moment before
+        its exit status is there), so its exit, the cause, is the reason named first."""
+        deadline = time.monotonic() + wait_s
+        while self.launcher.alive() and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        if not self.launcher.alive():
+            self.note_exit()
+
     def finish(self) -> None:
         if not self.launcher.alive():
             self.note_exit()
@@ -279,6 +288,8 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
         with _quiet_interpreter():
             results = await _send(inputs, runner)
         if runner.abort_reason:
+            if watch is not None:  # refused connections are how an engine's death is often heard first
+                await watch.settle()
             reasons.append(runner.abort_reason)
     finally:
         await wind_down(canaries_done, under_load, background, watch, halt.installed)

@@ -23,7 +23,7 @@ from passport.audit._declared import read_declared
 from passport.audit._files import load_table
 from passport.audit._lag import lag_facts
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
-from passport.audit._results import compute_results
+from passport.audit._results import compute_results, read_run
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
 from passport.audit._versions import RULES_KEY
@@ -87,9 +87,9 @@ def _input_overhead(requests: pa.Table, effective: dict[str, Any],
 def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     """Recompute every derivable figure of a passport (see the module docstring)."""
     run_dir = Path(run_dir)
-    results = compute_results(run_dir)
-    requests = load_table(run_dir, "requests")
-    assert requests is not None  # compute_results raised otherwise
+    run = read_run(run_dir)  # each raw table read once, for the results and the rules alike
+    results = compute_results(run_dir, run)
+    requests = run.requests
     discarded = [d["repetition"] for d in (results["discard"] or {"discarded": []})["discarded"]]
     harness = protocol.get("harness") or {}
     rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
@@ -113,7 +113,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
         clocks=(protocol.get("workers") or {}).get("clocks"),
-        lags=lag_facts(requests, load_table(run_dir, "telemetry"), discarded) if rules_version >= 3 else None,
+        lags=lag_facts(requests, run.telemetry, discarded) if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
     )

@@ -137,10 +137,11 @@ def _p50_ms(results: ResultsFigures, metric: str) -> float | None:
 
 
 def _bound_ms(scale_ms: float | None, share: float, lim: ValidityLimits) -> float:
-    """share x scale, clamped to the floor and ceiling (the ceiling alone without a scale)."""
+    """share x scale, clamped to the floor and ceiling (the ceiling alone without a scale); the
+    limits are the spec's, present in every effective spec of rules version 3."""
     if scale_ms is None:
-        return lim.get("lag_ceiling_ms", 250.0)
-    return min(lim.get("lag_ceiling_ms", 250.0), max(lim.get("lag_floor_ms", 0.25), share * scale_ms))
+        return lim["lag_ceiling_ms"]
+    return min(lim["lag_ceiling_ms"], max(lim["lag_floor_ms"], share * scale_ms))
 
 
 def _status(lag_ms: float, fail_ms: float, warn_ms: float) -> RuleStatus:
@@ -177,7 +178,7 @@ def dispatch_lag_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool,
     `cap_note`/`cap_remedy`: what an open loop's in-flight cap adds (`_validity._cap_words`)."""
     lag = facts.dispatch
     assert lag is not None
-    share = lim.get("max_lag_share", 0.1)
+    share = lim["max_lag_share"]
     if open_loop:
         gap_ms = 1000.0 / offered_rate_per_s if offered_rate_per_s else None
         ttft_ms = _p50_ms(results, "ttft.any")
@@ -207,7 +208,7 @@ def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: 
     cpu_max = results["client"]["cpu_share_max"]
     lag = facts.loop
     assert lag is not None and cpu_max is not None
-    share = lim.get("max_lag_share", 0.1)
+    share = lim["max_lag_share"]
     ttft_ms, itl_ms = _p50_ms(results, "ttft.any"), _p50_ms(results, "itl.chunk")
     fail_ms = _bound_ms(ttft_ms, share, lim)
     warn_ms = min(lim["max_loop_lag_p99_ms"], _bound_ms(itl_ms, share, lim) if itl_ms else fail_ms, fail_ms)

@@ -289,9 +289,10 @@ def _worker_figures(run: RunData) -> list[WorkerFigures] | None:
     return out
 
 
-def compute_results(run_dir: Path) -> ResultsFigures:
-    """Every figure of `results` (see `_types.py`), recomputed from the raw files."""
-    run = read_run(run_dir)
+def compute_results(run_dir: Path, run: RunData | None = None) -> ResultsFigures:
+    """Every figure of `results` (see `_types.py`), recomputed from the raw files (`run`: them,
+    already read by `read_run`)."""
+    run = read_run(run_dir) if run is None else run
     metrics, inclusive = _latency_metrics(run)
     meets = None
     if run.declared.slo:

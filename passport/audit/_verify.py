@@ -6,9 +6,10 @@ For auditors: it reads `passport.json` as plain JSON and checks, field by field:
 - the sha256, size and rows of every file the passport lists (raw files, reports, probes);
 - that the SLOs and discard rules in the protocol are those frozen in declared.json before the
   first timed request;
-- results, recomputed from the raw files with `compute_results`; and from schema 1.3 on, the
-  counts, the canary section, every validity rule (status, measured value, threshold) and the
-  verdict, re-derived with `derive`, the function the run itself used.
+- results and the verdict, re-derived from the raw files with `derive`, the function the run
+  itself used; from schema 1.3 on also the counts, the canary section and every validity rule
+  (status, measured value, threshold);
+- the raw tables against each other in a finished run, and the signature (schema 1.4 on).
 numpy and pyarrow only; nothing from the load generator. Reports are re-rendered and identity
 is replayed from probes.jsonl by the CLI (`passport verify`), which has the libraries for that.
 """
@@ -27,7 +28,6 @@ from passport._input import read_bounded
 from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
 from passport.audit._files import content_sha256, file_entries, load_table, sha256_file
-from passport.audit._results import compute_results
 from passport.audit._signature import signature_problem
 from passport.audit._versions import DERIVED_VALIDITY_SINCE, SIGNED_SINCE, SUPPORTED_SCHEMA_VERSIONS
 
@@ -205,19 +205,26 @@ def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     problems += diff_values(validity.get("counts"), recomputed["counts"], "validity.counts")
     problems += diff_values(validity.get("canaries"), recomputed["canaries"], "validity.canaries")
     problems += diff_values(validity.get("rules"), recomputed["rules"], "validity.rules")
-    for where, value in (("verdict", passport.get("verdict")), ("validity.verdict", validity.get("verdict"))):
-        if value != derived.verdict:
-            problems.append(f"{where}: passport says {value!r}, the raw logs and the rules give {derived.verdict!r}")
-    return problems
+    return problems + _verdict_problems(passport, derived.verdict)
 
 
 def _check_results(run_dir: Path, passport: dict[str, Any], version: str) -> list[str]:
-    """Results of a passport older than 1.3 (its other parts carry no inputs to re-derive from)."""
-    recomputed = _defined_only(json.loads(json.dumps(compute_results(run_dir))), passport)
+    """Results and verdict of a passport older than 1.3: its rules are not compared (their set
+    and wording changed since), but a verdict is a verdict."""
+    derived = derive(run_dir, passport["protocol"], _state(passport))
+    recomputed = _defined_only(json.loads(json.dumps(derived.results)), passport)
     if version in ("1.0", "1.1"):  # figures added in 1.2 were not part of these passports
         for key in RESULTS_ADDED_IN_1_2:
             recomputed.pop(key, None)
-    return diff_values(passport.get("results", {}), recomputed)
+    return diff_values(passport.get("results", {}), recomputed) + _verdict_problems(passport, derived.verdict)
+
+
+def _verdict_problems(passport: dict[str, Any], derived: str) -> list[str]:
+    """Where the passport's verdict is not the one re-derived from its raw files."""
+    return [f"{where}: passport says {value!r}, the raw logs and the rules give {derived!r}"
+            for where, value in (("verdict", passport.get("verdict")),
+                                 ("validity.verdict", (passport.get("validity") or {}).get("verdict")))
+            if value != derived]
 
 
 def _signature_problems(passport: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
@@ -261,7 +268,6 @@ def verify_run(run_dir: Path, keys: tuple[str, ...] = ()) -> Verification:
         else:
             out.checked += [f"results (schema {version}: rules predate re-derivation)", "verdict"]
             out.problems += _check_results(run_dir, passport, version)
-            out.problems += _check_verdict(run_dir, passport)
     except (OSError, KeyError, ValueError, TypeError) as exc:
         out.problems.append(f"cannot recompute: {exc}")
     return out
@@ -275,7 +281,8 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     to match) are caught. A run that did not finish (killed, stopped, a full disk) may have lost
     what its buffers held; its passport says so, and these checks do not apply."""
     validity = passport.get("validity") or {}
-    requests, chunks, schedule = (load_table(run_dir, name) for name in ("requests", "chunks", "schedule"))
+    requests, chunks, schedule = (load_table(run_dir, name, figures_only=True)
+                                  for name in ("requests", "chunks", "schedule"))
     if requests is None or not validity.get("complete"):
         return []
     problems = []
@@ -312,17 +319,6 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _check_verdict(run_dir: Path, passport: dict[str, Any]) -> list[str]:
-    """The verdict re-derived from the raw files and the passport's own protocol, for a passport
-    of any schema version (an older one's rules are not compared: their set and wording changed,
-    but a verdict is a verdict)."""
-    derived = derive(run_dir, passport["protocol"], _state(passport)).verdict
-    return [f"{where}: passport says {value!r}, the raw logs and the rules give {derived!r}"
-            for where, value in (("verdict", passport.get("verdict")),
-                                 ("validity.verdict", (passport.get("validity") or {}).get("verdict")))
-            if value != derived]
-
-
 def trust_problems(run_dir: Path, keys: tuple[str, ...] = ()) -> list[str]:
     """What `gate`, `compare` and `show` check before they read a passport: the content hash
     (present and matching, from schema 1.3 on), the signature (from 1.4 on; by one of `keys`
@@ -337,7 +333,7 @@ def trust_problems(run_dir: Path, keys: tuple[str, ...] = ()) -> list[str]:
         problems.append("its content hash is missing or differs from its content (edited after it was written)")
     problems += [p.removeprefix("passport.json: ") for p in _signature_problems(passport, keys)]
     try:
-        problems += _check_verdict(run_dir, passport)
+        problems += _verdict_problems(passport, derive(run_dir, passport["protocol"], _state(passport)).verdict)
     except (OSError, KeyError, ValueError, TypeError) as exc:
         problems.append(f"its verdict cannot be re-derived from the raw files: {exc}")
     return problems

@@ -68,7 +68,16 @@ from harness._schedule import (
     build_schedule,
 )
 from harness._sse import SSEParser
-from harness._telemetry import NvmlSource, PrometheusSource, TelemetrySampler, TrtllmJsonSource, nvml_devices
+from harness._telemetry import (
+    BRACKET_COUNTERS,
+    NvmlSource,
+    PrometheusSource,
+    TelemetrySampler,
+    TrtllmJsonSource,
+    close_sources,
+    nvml_devices,
+    read_counters,
+)
 from harness._transport import Transport
 
 __all__ = [
@@ -128,6 +137,9 @@ __all__ = [
     "RAW_TABLES",
     "TableWriter",
     "TelemetrySampler",
+    "BRACKET_COUNTERS",
+    "close_sources",
+    "read_counters",
     "TrtllmJsonSource",
     "Timeouts",
     "WarmupSpec",

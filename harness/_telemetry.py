@@ -35,7 +35,7 @@ from harness._prom import samples
 from harness._recorder import TableWriter
 
 __all__ = ["TelemetrySource", "PrometheusSource", "TrtllmJsonSource", "NvmlSource", "TelemetrySampler",
-           "engine_series", "nvml_devices"]
+           "engine_series", "nvml_devices", "BRACKET_COUNTERS", "read_counters", "close_sources"]
 
 Row = tuple[str, str, float]  # (source, name, value)
 
@@ -45,7 +45,11 @@ _COMBINE: dict[str, str] = {
     "kv_cache_usage": "mean", "requests_running": "sum", "requests_waiting": "sum", "preemptions_total": "sum",
     "prefix_cache_queries_total": "sum", "prefix_cache_hits_total": "sum", "prefix_cache_hit_rate": "mean",
     "prompt_tokens_total": "sum", "generation_tokens_total": "sum", "kv_cache_tokens": "sum",
+    "requests_finished_total": "sum",
 }
+# The engine's own totals read right before the timed phase's first send and right after its
+# last answer (the bracket), for the client's totals to be held against.
+BRACKET_COUNTERS = ("requests_finished_total", "generation_tokens_total", "prompt_tokens_total")
 _DCGM: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", 2.0**20),  # MiB
     "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),
@@ -206,8 +210,44 @@ class NvmlSource:
         self._nvml.nvmlShutdown()
 
 
+def close_sources(sources: list[Any]) -> None:
+    """Close every source that holds a connection."""
+    for source in sources:
+        close = getattr(source, "close", None)
+        if close is not None:
+            close()
+
+
+def read_counters(sources: list[Any], settle_s: float = 0.0) -> list[Row]:
+    """The engine's counters named in BRACKET_COUNTERS, read now from every engine Prometheus
+    source (source `engine`; a source that fails is left out, so an engine without counters
+    gives []). With `settle_s` > 0 they are read again every 0.1 s until two reads agree, for at
+    most `settle_s`: an engine may count an answer a moment after sending it."""
+    engines_ = [s for s in sources if isinstance(s, PrometheusSource) and s.name == "metrics"]
+
+    def once() -> list[Row]:
+        rows: list[Row] = []
+        for source in engines_:
+            try:
+                rows += [r for r in source.scrape() if r[0] == "engine" and r[1] in BRACKET_COUNTERS]
+            except Exception:  # noqa: BLE001 - a failed read is a missing bracket, never fatal
+                continue
+        return rows
+
+    rows = once()
+    deadline = time.monotonic() + settle_s
+    while rows and time.monotonic() < deadline:
+        time.sleep(0.1)
+        again = once()
+        if again == rows:
+            break
+        rows = again
+    return rows
+
+
 class TelemetrySampler:
-    """Runs every source each `interval_s` on worker threads and writes rows on the run clock."""
+    """Runs every source each `interval_s` on worker threads and writes rows on the run clock.
+    The sources stay open: whoever opened them closes them (`close_sources`)."""
 
     def __init__(self, sources: list[Any], writer: TableWriter, t0_ns: int, interval_s: float = 1.0,
                  now: Callable[[], int] = time.perf_counter_ns) -> None:
@@ -259,7 +299,3 @@ class TelemetrySampler:
             await asyncio.sleep(0)
             self._collect()
             self._pool.shutdown(wait=False, cancel_futures=True)
-            for source in self.sources:
-                close = getattr(source, "close", None)
-                if close is not None:
-                    close()

@@ -41,5 +41,6 @@ PROFILE = EngineProfile(
     probe=_probe,
     structured_output=_structured,
     prometheus_path="/metrics",
-    series={"requests_running": ("tgi_batch_current_size",), "requests_waiting": ("tgi_queue_size",)},
+    series={"requests_running": ("tgi_batch_current_size",), "requests_waiting": ("tgi_queue_size",),
+            "requests_finished_total": ("tgi_request_success", "tgi_request_success_total")},
 )

@@ -27,4 +27,5 @@ PROFILE = EngineProfile(
     probe=_probe,
     json_metrics_path="/metrics",
     prometheus_path="/prometheus/metrics",
+    series={"requests_finished_total": ("trtllm_request_success_total", "request_success_total")},
 )

@@ -83,6 +83,7 @@ PROFILE = EngineProfile(
         "prefix_cache_hits_total": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
         "prompt_tokens_total": ("vllm:prompt_tokens_total",),
         "generation_tokens_total": ("vllm:generation_tokens_total",),
+        "requests_finished_total": ("vllm:request_success_total",),  # summed over finished_reason
     },
     tokenize=OPENAI_STYLE_TOKENIZE,
 )

@@ -97,6 +97,7 @@ class _State:
         self.waiting = 0
         self.prompt_tokens = 0
         self.generation_tokens = 0
+        self.finished: dict[str, int] = {"stop": 0, "length": 0}  # streams sent to their end, by finish reason
         self.cached: set[bytes] = set()  # prompts (with their salt) the prefix cache holds
 
     def metrics_text(self) -> bytes:
@@ -107,6 +108,9 @@ class _State:
             "# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc {min(1.0, self.active / capacity)}",
             "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total {self.prompt_tokens}",
             "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total {self.generation_tokens}",
+            "# TYPE vllm:request_success counter",
+            *(f'vllm:request_success_total{{finished_reason="{reason}"}} {n}'
+              for reason, n in sorted(self.finished.items())),
         ]
         return ("\n".join(lines) + "\n").encode()
 
@@ -447,6 +451,7 @@ class _SimProtocol(asyncio.Protocol):
                 self._send_event({"id": a.rid, "object": obj, "choices": [],
                                   "usage": self._usage(a.prompt_tokens, a.n_tokens, a.cached_tokens)})
         self.transport.write(_chunk(b"data: [DONE]\n\n") + b"0\r\n\r\n")
+        state.finished[a.finish] = state.finished.get(a.finish, 0) + 1
 
     def _usage(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> dict[str, Any]:
         usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,

@@ -17,10 +17,10 @@ from typing import Any, cast
 import numpy as np
 import pyarrow as pa
 
-from passport.audit._canaries import CANARIES_FILE, canary_counts, canary_figures
+from passport.audit._canaries import canary_counts, canary_figures
+from passport.audit._counters import counter_facts
 from passport.audit._counts import count_outcomes, found_cap_full, measured_rows, offered_and_achieved_rates
 from passport.audit._declared import read_declared
-from passport.audit._files import load_table
 from passport.audit._lag import lag_facts
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
 from passport.audit._results import compute_results, read_run
@@ -57,9 +57,9 @@ class Derived:
     verdict: Verdict
 
 
-def _canaries(run_dir: Path, protocol: dict[str, Any], state: RunState) -> tuple[CanaryFigures, dict[str, int]]:
+def _canaries(table: pa.Table | None, protocol: dict[str, Any],
+              state: RunState) -> tuple[CanaryFigures, dict[str, int]]:
     suite = protocol.get("canary_suite")
-    table = load_table(run_dir, CANARIES_FILE.removesuffix(".parquet"))
     if not suite or table is None:
         return NO_CANARIES, {}
     held = any(r["phase"] == "gate" and r["verdict"] != "pass" for r in table.select(["phase", "verdict"]).to_pylist())
@@ -94,7 +94,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     harness = protocol.get("harness") or {}
     rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
     counts = count_outcomes(requests, discarded, accounting=rules_version >= 3)
-    canaries, canary_count = _canaries(run_dir, protocol, state)
+    canaries, canary_count = _canaries(run.canaries, protocol, state)
     counts.update(canary_count)
     declared = read_declared(run_dir)
     effective = protocol["effective"]
@@ -116,6 +116,8 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         lags=lag_facts(requests, run.telemetry, discarded) if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
+        server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,
+        counters_judged=rules_version >= 4,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -104,6 +104,7 @@ class RunData:
     success: np.ndarray
     measured: np.ndarray  # measure phase, repetition not discarded
     discard: DiscardFigures
+    canaries: pa.Table | None  # canaries.parquet (gate and under-load cases), when the run has one
 
     @property
     def ok_measured(self) -> np.ndarray:
@@ -128,11 +129,13 @@ def read_run(run_dir: Path) -> RunData:
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
     gaps = itl_gaps_by_request(load_table(run_dir, "chunks", figures_only=True), request_ids[success])
+    canaries = load_table(run_dir, "canaries")
     discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
-                                                         gaps, load_table(run_dir, "canaries")))
+                                                         gaps, canaries))
     discarded = [d["repetition"] for d in discard["discarded"]]
     measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded) & ~superseded(requests)
-    return RunData(requests, telemetry, declared, latencies, gaps, request_ids, rep, success, measured, discard)
+    return RunData(requests, telemetry, declared, latencies, gaps, request_ids, rep, success, measured, discard,
+                   canaries)
 
 
 def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, StatFigures]]:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from passport.audit._counters import TOKEN_SLACK_PER_ANSWER, CounterFacts
 from passport.audit._lag import LagFacts, client_rule, dispatch_lag_rule
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
 
@@ -51,6 +52,10 @@ class RunFacts:
     input_overhead: tuple[int, int, int] | None = None
     # Rules version 3 on: the declared mean arrival rate of an open loop (load.rate_per_s).
     declared_rate_per_s: float | None = None
+    # Rules version 4 on: the engine's own counters around the timed phase against the client's
+    # totals (`_counters.py`); None: no bracket was kept (or an older run).
+    server_counters: CounterFacts | None = None
+    counters_judged: bool = False  # rules version 4 on: a missing bracket is said (SKIP)
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -161,6 +166,66 @@ def _accounting(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: V
                   "every usage count the server sent was possible",
                   "the endpoint's usage is wrong: do not trust its token figures; check the engine or the proxy in "
                   "front of it")]
+
+
+def _server_counters(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
+                     lim: ValidityLimits) -> list[RuleFigures]:
+    """Rules version 4 on: the engine's own totals over the timed phase against what the client
+    recorded (see `_counters.py` for what each bound counts)."""
+    if not f.counters_judged:
+        return []
+    k = f.server_counters
+    if k is None:
+        return [_note("server_counters", "SKIP", "no engine counters were read around the timed phase (the engine "
+                                                 "exposes no requests-finished or tokens-generated counter on its "
+                                                 "/metrics, or telemetry was off)")]
+    if k.backwards:
+        return [_note("server_counters", "SKIP", f"the engine's {', '.join(k.backwards)} went down during the timed "
+                                                 "phase: it restarted, so its counters bracket nothing")]
+    slack = TOKEN_SLACK_PER_ANSWER * k.n_answered
+    over: list[str] = []  # the client claims more than the engine did
+    under: list[str] = []  # the engine did more than the client accounts for
+    said: list[str] = []
+    measured: list[str] = []  # engine / client, compactly
+    if k.server_requests is not None:
+        more = f" (up to {k.possible_requests} with the failed ones)" if k.possible_requests > k.sure_requests else ""
+        said.append(f"the engine finished {k.server_requests:g} requests, the client recorded {k.sure_requests} "
+                    f"answers{more}")
+        measured.append(f"requests {k.server_requests:g} / {k.sure_requests}")
+        if k.sure_requests > k.server_requests:
+            extra = k.sure_requests - k.server_requests
+            over.append(f"{extra:g} more answer{'' if extra == 1 else 's'} than the engine finished")
+        elif k.server_requests > k.possible_requests:
+            extra = k.server_requests - k.possible_requests
+            under.append(f"{extra:g} more finished request{'' if extra == 1 else 's'} than the client sent")
+    if k.server_tokens is not None:
+        if k.sure_tokens is None:
+            said.append(f"tokens not compared: {k.n_without_usage} answers carried no usage count")
+        else:
+            more = "" if k.possible_tokens <= k.sure_tokens else (
+                " (any number more with the failed ones)" if k.possible_tokens == float("inf")
+                else f" (up to {k.possible_tokens:g} with the failed ones)")
+            said.append(f"the engine generated {k.server_tokens:g} tokens, the answers' usage says {k.sure_tokens}"
+                        + more)
+            measured.append(f"tokens {k.server_tokens:g} / {k.sure_tokens}")
+            if k.sure_tokens > k.server_tokens + slack:
+                over.append(f"{k.sure_tokens - k.server_tokens:g} more tokens than the engine generated")
+            elif k.server_tokens > k.possible_tokens + slack:
+                under.append(f"{k.server_tokens - k.possible_tokens:g} more tokens than the client can account for")
+    message = "; ".join(said) or "the engine exposed neither counter"
+    figure = ", ".join(measured) or None  # engine / client
+    if over:
+        return [_rule("server_counters", False, figure, "client <= engine",
+                      f"{message}: the log claims {' and '.join(over)}",
+                      "requests.parquet records work the engine never did: the log was edited, or a proxy in front "
+                      "of the engine answers on its own; do not trust this run's figures")]
+    if under:
+        return [_rule("server_counters", False, figure, "engine <= client + failed + canaries",
+                      f"{message}: the engine counted {' and '.join(under)}",
+                      "another client shared the server during the timed phase (its figures include that load), or "
+                      "rows are missing from requests.parquet; run against an engine no one else uses", soft=True)]
+    return [_rule("server_counters", True, figure, "client <= engine <= client + failed + canaries",
+                  f"{message}: they agree")]
 
 
 def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
@@ -326,8 +391,8 @@ def _declarations(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim:
 
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
-RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _accounting, _client, _clock_offsets,
-                           _achieved_rate, _engine, _lengths, _answer_checks, _declarations)
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _accounting, _server_counters, _client,
+                           _clock_offsets, _achieved_rate, _engine, _lengths, _answer_checks, _declarations)
 
 
 def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,

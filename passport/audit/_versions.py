@@ -19,6 +19,8 @@ SIGNED_SINCE = "1.4"
 # say more in a later version without breaking earlier passports. 2: dispatch_lag names the
 # requests that found an open loop's in-flight cap full. 3: dispatch_lag and client_not_bound
 # judge each lag against the latency it distorts, at a tail quantile that is not the maximum of
-# a few samples, and name the cause (this process or others on the machine): `_lag.py`.
+# a few samples, and name the cause (this process or others on the machine): `_lag.py`. 4: the
+# server_counters rule holds the client's totals against the engine's own counters read around
+# the timed phase (`_counters.py`).
 RULES_KEY = "passport.rules"
-RULES_VERSION = 3
+RULES_VERSION = 4

@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from harness import (
     CHUNKS_SCHEMA,
     REQUESTS_SCHEMA,
@@ -36,6 +39,9 @@ from harness import (
     TableWriter,
     TelemetrySampler,
     Transport,
+    close_sources,
+    read_counters,
+    write_new,
 )
 from passport._errors import OutputFolderError
 from passport.model import RunSpec
@@ -298,9 +304,47 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
     return TimedOutcome(results, halt.reason)
 
 
+def _bracket_rows(sources: list[Any], source: str, t0_ns: int, settle_s: float = 0.0) -> list[dict[str, Any]]:
+    """The engine's own counters (BRACKET_COUNTERS) read now, as telemetry rows of `source`."""
+    found = read_counters(sources, settle_s)
+    t_ns = time.perf_counter_ns() - t0_ns
+    return [{"t_ns": t_ns, "source": source, "name": name, "value": value, "worker": None}
+            for _, name, value in found]
+
+
+def _append_telemetry(folder: Path, rows: list[dict[str, Any]]) -> None:
+    """Add `rows` to the closed telemetry.parquet (a folder without one, as after a disk that
+    filled, keeps what it has)."""
+    path = folder / "telemetry.parquet"
+    if not rows or not path.is_file():
+        return
+    table = pa.concat_tables([pq.read_table(path), pa.Table.from_pylist(rows, schema=TELEMETRY_SCHEMA)])
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    write_new(path, sink.getvalue().to_pybytes())
+
+
 def run_timed_phase(inputs: TimedInputs) -> TimedOutcome:
     """Run the timed phase on its own event loop (uvloop where installed), or dealt to worker
-    processes (`load.workers` > 1, passport.run._workers)."""
+    processes (`load.workers` > 1, passport.run._workers).
+
+    The engine's own counters are read right before the first send and right after the last
+    answer (letting them settle for up to 1.5 s) and kept in telemetry.parquet as sources
+    `counters:before` and `counters:after`: verify holds the client's totals against them."""
+    sources = inputs.telemetry_sources
+    try:
+        before = _bracket_rows(sources, "counters:before", inputs.t0_ns)
+        outcome = _dispatch(inputs)
+        after = _bracket_rows(sources, "counters:after", inputs.t0_ns, settle_s=1.5) if before else []
+        if after:
+            with contextlib.suppress(OSError):  # a full disk or a vanished folder: no bracket, the run stands
+                _append_telemetry(inputs.folder, before + after)
+        return outcome
+    finally:
+        close_sources(sources)
+
+
+def _dispatch(inputs: TimedInputs) -> TimedOutcome:
     if inputs.spec.load.backend == "ray":
         from passport.run._ray import run_with_ray
 

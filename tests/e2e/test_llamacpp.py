@@ -172,6 +172,16 @@ def test_identity_capacity_telemetry_and_a_cold_prefix_cache_on_the_real_engine(
     generated = server["counter_deltas"]["generation_tokens_total"]
     assert 0 < generated <= 12 * 10  # the window's tokens, as the server counted them
     assert server["gauges"]["requests_running"]["peak"] <= 2
+    # the bracket: llama-server's tokens_predicted_total read around the timed phase grew by
+    # exactly the usage its answers reported (it exposes no requests-finished counter)
+    run = only_run_dir(tmp_path / "out")
+    telemetry = pq.read_table(run / "telemetry.parquet").to_pandas()
+    reads = telemetry[telemetry.source.str.startswith("counters:")].set_index(["source", "name"]).value
+    assert "requests_finished_total" not in set(telemetry.name[telemetry.source == "counters:after"])
+    grown = reads["counters:after", "generation_tokens_total"] - reads["counters:before", "generation_tokens_total"]
+    assert grown == pq.read_table(run / "requests.parquet").to_pandas().completion_tokens.sum() > 0
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "server_counters")
+    assert rule["status"] == "PASS" and rule["measured"] == f"tokens {grown:g} / {int(grown)}"
 
 
 def test_shared_prefixes_hit_the_prompt_cache_when_warm_and_not_when_cold(

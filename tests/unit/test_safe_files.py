@@ -72,7 +72,7 @@ def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from passport.audit import RunState, content_sha256, derive, file_entries
+    from tests.forgery import rederive_and_reseal
 
     run = tmp_path / "run"
     shutil.copytree(REPO / "tests" / "data" / "runs" / "v1.3", run)
@@ -82,20 +82,7 @@ def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_
     pq.write_table(requests.filter(pc.invert(pc.is_in(requests["request_id"], gone))), run / "requests.parquet")
     chunks = pq.read_table(run / "chunks.parquet")
     pq.write_table(chunks.filter(pc.invert(pc.is_in(chunks["request_id"], gone))), run / "chunks.parquet")
-    passport = json.loads((run / "passport.json").read_text())
-    validity = passport["validity"]
-    state = RunState(validity["complete"], validity["incomplete_reason"], validity["forced"],
-                     validity["launched_engine"])
-    derived = json.loads(json.dumps(derive(run, passport["protocol"], state).__dict__))
-    passport["results"] = {**derived["results"], "metrics": {k: v for k, v in derived["results"]["metrics"].items()
-                                                             if k in passport["protocol"]["metric_definitions"]},
-                           "metrics_failure_inclusive": {
-                               k: v for k, v in derived["results"]["metrics_failure_inclusive"].items()
-                               if k in passport["protocol"]["metric_definitions"]}}
-    validity.update(counts=derived["counts"], rules=derived["rules"])
-    passport["files"] = dict(file_entries(run, reports=True))
-    passport["content_sha256"] = content_sha256(passport)
-    (run / "passport.json").write_text(json.dumps(passport))
+    rederive_and_reseal(run)
     problems = verify_run(run).problems
     assert len(problems) == 1, problems  # every figure agrees with the doctored logs
     assert problems[0].startswith("requests.parquet: 5 scheduled requests of a finished run have no row")

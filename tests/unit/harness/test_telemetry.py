@@ -9,7 +9,7 @@ import httpx
 import pyarrow as pa
 import pytest
 
-from harness import TELEMETRY_SCHEMA, PrometheusSource, TelemetrySampler, TrtllmJsonSource
+from harness import TELEMETRY_SCHEMA, PrometheusSource, TelemetrySampler, TrtllmJsonSource, read_counters
 from passport.audit import server_summary
 from tests.conftest import REPO
 
@@ -41,6 +41,23 @@ def test_trtllm_json_stats_become_kv_usage_queue_and_gpu_memory() -> None:
     rows = TrtllmJsonSource("http://x/metrics", transport=_transport(stats)).scrape()
     assert ("engine", "kv_cache_usage", 1096 / 4096) in rows and ("engine", "requests_running", 3.0) in rows
     assert ("gpu:trtllm", "memory_used_bytes", 70e9) in rows
+
+
+def test_the_bracket_reads_the_vllm_counters_summed_over_reasons_and_waits_for_them_to_settle() -> None:
+    served = iter([4, 5, 6, 6, 6])  # the engine counts its last answers a moment after sending them
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        n = next(served)
+        return httpx.Response(200, text=f'vllm:request_success_total{{finished_reason="stop"}} {n}\n'
+                                        'vllm:request_success_total{finished_reason="length"} 10\n'
+                                        f"vllm:generation_tokens_total {n * 8}\nvllm:num_requests_running 1\n")
+
+    engine = PrometheusSource("http://x/metrics", transport=httpx.MockTransport(handle))
+    down = PrometheusSource("http://down/metrics", transport=_transport("", status=503))
+    assert read_counters([engine, down], settle_s=2.0) == [("engine", "generation_tokens_total", 48.0),
+                                                           ("engine", "requests_finished_total", 16.0)]
+    assert next(served) == 6  # read until two reads agreed (the fourth), not to the deadline
+    assert read_counters([down], settle_s=2.0) == []  # no counters: no bracket, and no waiting
 
 
 class _Writer:

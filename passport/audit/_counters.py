@@ -1,0 +1,120 @@
+"""The client's totals held against the engine's own counters (rules version 4 on).
+
+`passport run` reads the engine's counters (requests finished, tokens generated) right before the
+timed phase's first send and right after its last answer, and keeps both reads in
+telemetry.parquet (sources `counters:before` and `counters:after`). Whatever the client recorded
+in that window (requests.parquet: warm-up, measured and cool-down rows of every repetition;
+canaries.parquet: the cases sampled under load) bounds what the server can have counted:
+
+- what the client is *sure* the server did: every answered request, and the tokens its usage
+  reported (answers without usage leave the token count unjudged);
+- what the server *may* have done besides: a request that failed after it was sent may still have
+  been counted, with up to its max_tokens; a rejected one generated nothing.
+
+The server counting fewer than the client is sure of means the log claims answers or tokens the
+engine never produced (a forged or corrupted log, or a proxy inventing them); counting more than
+the client could account for means another client shared the server during the window, or rows
+are missing from the log. Neither proves the other figures right: an engine's counters are only
+as honest as the engine, and both reads come from the same endpoint the run measured.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+import pyarrow as pa
+
+from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+
+__all__ = ["CounterFacts", "counter_facts", "BEFORE", "AFTER", "TOKEN_SLACK_PER_ANSWER"]
+
+BEFORE, AFTER = "counters:before", "counters:after"
+# An engine may count a stop token its usage leaves out (or the other way round): one token of
+# slack per answered request.
+TOKEN_SLACK_PER_ANSWER = 1
+_NO_TOKENS_OUTCOMES = ("rejected",)  # refused before any work: nothing counted, nothing generated
+
+
+@dataclass(frozen=True)
+class CounterFacts:
+    """The bracket's deltas and the client's bounds on them."""
+
+    server_requests: float | None  # requests_finished_total after minus before; None: not exposed
+    server_tokens: float | None  # generation_tokens_total after minus before
+    backwards: tuple[str, ...]  # counters that went down (the engine restarted in the window)
+    sure_requests: int
+    possible_requests: int
+    sure_tokens: int | None  # None: some answer carried no usage count
+    possible_tokens: float  # inf when a failed request had no max_tokens
+    n_answered: int
+    n_without_usage: int
+
+
+def _deltas(telemetry: pa.Table) -> tuple[dict[str, float], tuple[str, ...]]:
+    source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
+    value = numeric_column(telemetry, "value")
+    reads: dict[str, dict[str, float]] = {BEFORE: {}, AFTER: {}}
+    for tag, read in reads.items():
+        mask = source == tag
+        for counter, v in zip(name[mask], value[mask], strict=True):
+            read[str(counter)] = read.get(str(counter), 0.0) + float(v)
+    deltas = {k: reads[AFTER][k] - v for k, v in reads[BEFORE].items() if k in reads[AFTER]}
+    return ({k: d for k, d in deltas.items() if d >= 0}, tuple(sorted(k for k, d in deltas.items() if d < 0)))
+
+
+def _body_budget(body: object) -> float:
+    budget = body.get("max_tokens", body.get("max_completion_tokens")) if isinstance(body, dict) else None
+    return float(budget) if isinstance(budget, int) and budget >= 0 else math.inf
+
+
+def _canary_bounds(canaries: pa.Table | None) -> tuple[int, int, int, float]:
+    """(sure requests, possible requests, sure tokens, possible tokens) of the cases under load."""
+    if canaries is None or "phase" not in canaries.column_names:
+        return 0, 0, 0, 0.0
+    rows = canaries.filter(pa.array(object_column(canaries, "phase") == "under_load"))
+    sure_r = possible_r = sure_t = 0
+    possible_t = 0.0
+    for row in rows.select(["outcome", "requests", "completion_tokens"]).to_pylist():
+        try:
+            bodies = orjson.loads(row["requests"] or "[]")
+        except orjson.JSONDecodeError:
+            bodies = []
+        bodies = bodies if isinstance(bodies, list) and bodies else [{}]
+        answered = row["outcome"] in SUCCESS_OUTCOMES
+        sure_r += len(bodies) if answered else len(bodies) - 1  # a case stops at its first failed turn
+        possible_r += len(bodies)
+        sure_t += int(row["completion_tokens"] or 0) if answered else 0
+        possible_t += sum(_body_budget(b) for b in bodies)
+    return sure_r, possible_r, sure_t, possible_t
+
+
+def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.Table | None) -> CounterFacts | None:
+    """The facts of the bracket; None when the run kept none (an engine without counters, no
+    /metrics, telemetry off, or a run older than the bracket)."""
+    if telemetry is None or "source" not in telemetry.column_names:
+        return None
+    deltas, backwards = _deltas(telemetry)
+    if not deltas and not backwards:
+        return None
+    outcome = object_column(requests, "outcome")
+    answered = np.isin(outcome, SUCCESS_OUTCOMES)
+    failed = ~answered & ~np.isin(outcome, _NO_TOKENS_OUTCOMES)
+    tokens = numeric_column(requests, "completion_tokens")
+    from_server = object_column(requests, "tokens_source") == "server"
+    budget = numeric_column(requests, "max_tokens")
+    n_answered = int(answered.sum())
+    without_usage = int((answered & ~from_server).sum())
+    answer_tokens = int(np.nansum(tokens[answered & from_server]))
+    cut_budget = budget[failed]
+    failed_tokens = math.inf if np.isnan(cut_budget).any() else float(cut_budget.sum())
+    c_sure_r, c_possible_r, c_sure_t, c_possible_t = _canary_bounds(canaries)
+    return CounterFacts(
+        server_requests=deltas.get("requests_finished_total"), server_tokens=deltas.get("generation_tokens_total"),
+        backwards=backwards, sure_requests=n_answered + c_sure_r,
+        possible_requests=n_answered + int(failed.sum()) + c_possible_r,
+        sure_tokens=None if without_usage else answer_tokens + c_sure_t,
+        possible_tokens=math.inf if without_usage else answer_tokens + failed_tokens + c_possible_t,
+        n_answered=n_answered, n_without_usage=without_usage)

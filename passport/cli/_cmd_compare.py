@@ -21,9 +21,15 @@ def add(sub: Any, epilog: str) -> None:
                     "headline statistic side by side with the interval of the difference and its p-value, both "
                     "Holm-corrected across the statistics (each run's error from time blocks of its window, so "
                     "drift within a run widens it), and a verdict (faster, slower, higher, lower, no significant "
-                    "difference, too few samples). Exit 0 comparable, 1 not comparable.",
+                    "difference, too few samples). Exit 0 comparable, 1 not comparable. Given a campaign folder "
+                    "and two of its arms, compares the arms' repetition sets instead, on the variance between "
+                    "repetitions (Welch's t over each statistic's per-run values).",
+        epilog="examples:\n  passport compare results/run-a results/run-b\n"
+               "  passport compare results/<name>-campaign-... np1 np2   (two arms, over their repetitions)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR", help="run folders; the first is the base")
+    compare.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR",
+                         help="run folders, the first the base; or a campaign folder and two of its arm names")
     compare.add_argument("--report", type=Path, metavar="DIR",
                          help="also write report.md and report.html (with side-by-side CDFs) into DIR")
     compare.add_argument("--alpha", type=float, default=0.05, metavar="A",
@@ -46,6 +52,8 @@ def main(args: argparse.Namespace) -> ExitCode:
     if not 0 < args.alpha < 1 or args.min_effect < 0:
         raise PassportError("--alpha must be between 0 and 1 and --min-effect at least 0, e.g. --alpha 0.05 "
                             "--min-effect 0.1")
+    if (args.runs[0] / "campaign.json").is_file():
+        return _compare_arms(args)
     from passport.audit import require_trusted
 
     for run in args.runs:  # a hand-edited verdict or hash is refused, not compared
@@ -61,3 +69,19 @@ def main(args: argparse.Namespace) -> ExitCode:
                                 comparison_blocks(comparison))
         print(f"report: {page}")
     return ExitCode.of(comparison.comparable)
+
+
+def _compare_arms(args: argparse.Namespace) -> ExitCode:
+    from passport._errors import PassportError
+    from passport.judge import trusted_campaign
+    from passport.judge._arm_compare import compare_arm_sets, render_arm_comparison
+
+    if len(args.runs) != 3:
+        raise PassportError(f"{args.runs[0]} is a campaign: give it and two of its arms, e.g. passport compare "
+                            f"{args.runs[0]} np1 np2")
+    folder = args.runs[0]
+    record = trusted_campaign(folder)  # a hand-edited record or arm passport is refused, not compared
+    found = compare_arm_sets(folder, record, str(args.runs[1]), str(args.runs[2]), args.alpha, args.min_effect)
+    for line in render_arm_comparison(found):
+        print(line)
+    return ExitCode.OK

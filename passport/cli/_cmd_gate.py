@@ -42,17 +42,17 @@ def main(args: argparse.Namespace) -> ExitCode:
         raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
     campaign = (args.run_dir / "campaign.json").is_file()  # passport.judge.CAMPAIGN_FILE, unimported for runs
     if campaign:
-        from passport.judge import gate_view, read_campaign, resolve_campaign_name
+        from passport.judge import evaluate_campaign_gate, gate_view, resolve_campaign_name, trusted_campaign
     conditions = [parse_condition(text, resolve_campaign_name if campaign else resolve) for text in texts]
     if campaign:
-        record = read_campaign(args.run_dir)
+        record = trusted_campaign(args.run_dir)  # a hand-edited record or arm passport is refused
         view = gate_view(record)
         for condition in conditions:
             arm = condition.target.path[1]
             if len(condition.target.path) > 2 and arm not in view["arms"] and arm != "best":
                 raise GateError(f"gate condition {condition.text!r}: the campaign has no arm named {arm!r} (arms: "
                                 f"{', '.join(r['name'] for r in record['arms'])})")
-        name, results = str(record["name"]), evaluate_gate(view, conditions)
+        name, results = str(record["name"]), evaluate_campaign_gate(record, conditions)
     else:
         from passport.audit import require_trusted
 

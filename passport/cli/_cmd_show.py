@@ -36,10 +36,10 @@ def main(args: argparse.Namespace) -> ExitCode:
     from passport.audit import read_passport_json, require_trusted, tool_view
 
     if (args.run_dir / "campaign.json").is_file() and args.tool is None:
-        from passport.judge import read_campaign
+        from passport.judge import trusted_campaign
         from passport.report import arm_lines, campaign_lines
 
-        record = read_campaign(args.run_dir)
+        record = trusted_campaign(args.run_dir)  # what it shows is what the arms' passports say
         for line in arm_lines(record) + campaign_lines(record):
             print(line)
         return ExitCode.OK

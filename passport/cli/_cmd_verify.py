@@ -55,15 +55,18 @@ def _verify_campaign(folder: Path, keys: tuple[str, ...] = ()) -> tuple[list[str
 
     record = read_campaign(folder)
     problems = recompute_campaign(folder, record)
-    checked = ["campaign content hash", "rows from the arms' passports", "capacity arithmetic", "ranking"]
+    checked = ["campaign content hash", "spec hash", "repetitions from the arms' passports", "capacity arithmetic",
+               "intervals, comparisons, groups and best", "advice"]
     notes: list[str] = []
-    for row in record["arms"]:
-        if row["run"] is None:
-            continue
-        arm_problems, _, arm_notes = _verify_run(folder / row["run"], keys)
-        problems += [f"arm {row['name']}: {p}" for p in arm_problems]
-        notes += [f"arm {row['name']}: {n}" for n in arm_notes]
-        checked.append(f"arm {row['name']}")
+    for arm in record["arms"]:
+        runs = [r for r in arm["repetitions"] if r["run"] is not None]
+        for row in runs:
+            label = f"arm {arm['name']} round {row['round']}"
+            arm_problems, _, arm_notes = _verify_run(folder / row["run"], keys)
+            problems += [f"{label}: {p}" for p in arm_problems]
+            notes += [f"{label}: {n}" for n in arm_notes]
+        if runs:
+            checked.append(f"arm {arm['name']} ({len(runs)} run{'s' if len(runs) != 1 else ''})")
     return problems, checked, notes
 
 

@@ -1,7 +1,9 @@
-"""Reading a campaign: one row per arm from its passport, the invariants across arms, the
-ranking by the declared objective, and the managed-vs-owned line.
+"""Reading a campaign: one row per repetition from its passport, one summary per arm over its
+repetitions, the invariants across arms, the ranking by the declared objective with intervals
+(`passport.judge._ranking`), the advice in the order a team decides (`passport.judge._advice`),
+and the managed-vs-owned line.
 
-A row's status says why an arm is or is not ranked, first match wins:
+A repetition's status says why it can or cannot be ranked, first match wins:
 - `failed`: no passport (the engine did not start, the run raised); `reason` says what;
 - `does_not_fit`: the capacity arithmetic said the workload does not fit; never launched;
 - `held`: the canaries failed (HOLD); nothing was timed, so nothing to rank;
@@ -9,10 +11,12 @@ A row's status says why an arm is or is not ranked, first match wins:
 - `not_comparable`: its model or precision differs from the reference arm's (the first arm
   with a passport) and the arm did not declare it `varies` (the broken invariant is listed);
 - `no_value`: VALID, but the objective has no value (e.g. no cost declared);
-- `ranked`: VALID, comparable, with a value; ranks start at 1 (best).
-Ranking never uses raw peak tokens/s: the objectives are sustained rates over the window,
-goodput under the SLO by default, or cost per million tokens. Rows are pure functions of the arm
-passports (and the campaign spec), so `passport verify` recomputes them.
+- `ranked`: VALID, comparable, with a value.
+An arm takes the status of its first repetition (by round) that is not `ranked`, and is ranked
+only when every repetition it ran is; ranks start at 1 and are shared by arms that cannot be
+told apart (rank groups). Ranking never uses raw peak tokens/s: the objectives are sustained rates over the window,
+goodput under the SLO by default, or cost per million tokens. The record is a pure function of
+the arms' passports (and the campaign spec), so `passport verify` recomputes all of it.
 """
 
 from __future__ import annotations
@@ -24,11 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from passport._errors import RunFolderError
-from passport.audit import content_sha256, diff_values, read_passport_json
+from passport._errors import PassportError, RunFolderError
+from passport.audit import canonical_json, content_sha256, diff_values, read_passport_json, sha256_bytes
+from passport.judge._advice import advice, name_list
 from passport.judge._capacity import Architecture, Budget, KiB, MiB, compute
 from passport.judge._compare import invariant_values
 from passport.judge._names import GateError, Kind, Target
+from passport.judge._ranking import ALPHA, Ranking, interval_of, rank_by_repetitions
 from passport.model import (
     ARM_COUNTS,
     INVARIANT_VARIES,
@@ -40,11 +46,15 @@ from passport.model import (
 )
 
 __all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "SWEEP_FILE", "campaign_record", "read_campaign", "recompute_campaign",
-           "gate_view", "judged_at_knee", "resolve_campaign_name", "ArmRow", "Fit", "check_fit", "summarize_arm",
-           "failed_arm", "rank_arms", "arm_counts", "managed_lines", "ROW_PATHS"]
+           "gate_view", "judged_at_knee", "resolve_campaign_name", "ArmRow", "ArmSummary", "Fit", "Progress",
+           "check_fit", "summarize_arm", "summarize_arms", "failed_arm", "arm_counts", "managed_lines", "ROW_PATHS",
+           "recorded_rows", "spec_digest", "turns", "evaluate_campaign_gate", "no_best_reason",
+           "trusted_campaign"]
 
-CAMPAIGN_VERSION = 1
-# The invariants compared across arms (campaign version 1): compare's first six. Its cache-state
+# 2: repetitions in rotating rounds, an interval per arm, pairwise comparisons, rank groups, best
+# only when separated, the advice.
+CAMPAIGN_VERSION = 2
+# The invariants compared across arms (campaign version 1 on): compare's first six. Its cache-state
 # and validity invariants are not among them: each arm is judged VALID on its own before it is
 # ranked, and campaign.json records these six, so a record verifies as it was written.
 CAMPAIGN_INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
@@ -60,6 +70,7 @@ ROW_PATHS: dict[str, str] = {
     "kv_tokens.configured": "number", "kv_tokens.realized": "number", "context_per_sequence": "number",
     "cost.usd_per_million_tokens": "number", "cost.usd_per_million_output_tokens": "number",
     "cost.usd_per_million_tokens_at_goodput": "number",
+    "interval.low": "number", "interval.high": "number", "repetitions_run": "number",
 }
 
 
@@ -95,7 +106,7 @@ def check_fit(arm: ArmSpec, concurrency: int | None) -> Fit | None:
 
 @dataclass
 class ArmRow:
-    """One arm of a campaign, as its passport (or its failure) says; see the module docstring."""
+    """One repetition of one arm, as its passport (or its failure) says; see the module docstring."""
 
     name: str
     varies: dict[str, str]
@@ -119,7 +130,7 @@ class ArmRow:
     invariants: dict[str, Any] = field(default_factory=dict)
     broken: list[str] = field(default_factory=list)
     objective: float | None = None
-    rank: int | None = None
+    round: int = 1
 
 
 def failed_arm(arm: ArmSpec, status: str, reason: str, fit: Fit | None = None) -> ArmRow:
@@ -207,17 +218,104 @@ def _compare_invariants(rows: list[ArmRow], mode: str) -> None:
             row.status, row.reason = "not_comparable", "; ".join(row.broken)
 
 
-def rank_arms(rows: list[ArmRow], objective: str, mode: str = "run") -> None:
-    """Compare the invariants, then rank the comparable VALID arms by the objective (1 = best)."""
-    _compare_invariants(rows, mode)
-    ranked = [r for r in rows if r.status == "ranked"]
-    higher = OBJECTIVES[objective]
-    ranked.sort(key=lambda r: (-(r.objective or 0.0) if higher else (r.objective or 0.0), r.name))
-    for i, row in enumerate(ranked):
-        row.rank = i + 1
+@dataclass
+class ArmSummary:
+    """One arm over its repetitions: its status, its figures' means, its objective's interval, its
+    rank group and the arms it is tied with; the repetitions' own rows beside."""
+
+    name: str
+    varies: dict[str, str]
+    status: str
+    reason: str | None
+    fit: dict[str, Any] | None
+    kv_tokens: dict[str, int | None]
+    context_per_sequence: int | None
+    repetitions_run: int
+    run: str | None  # the first repetition's folder (the report links every one)
+    verdict: str | None
+    canaries: str | None
+    throughput: dict[str, float | None]
+    goodput: dict[str, float | None]
+    ttft: dict[str, float | None]
+    e2e: dict[str, float | None]
+    slo_met: bool | None  # in every repetition
+    peak_memory_bytes: int | None  # the largest of any repetition
+    cost: dict[str, Any] | None
+    discarded: list[str]
+    broken: list[str]
+    objective: float | None  # the mean over its repetitions
+    interval: dict[str, float | int | None]  # low, high (95 % t), sd, n
+    rank: int | None = None
+    tied_with: list[str] = field(default_factory=list)
+    repetitions: list[dict[str, Any]] = field(default_factory=list)
 
 
-def arm_counts(rows: list[ArmRow]) -> dict[str, int]:
+def _mean(values: list[Any]) -> float | None:
+    found = [float(v) for v in values if v is not None]
+    return sum(found) / len(found) if found else None
+
+
+def _means(dicts: list[dict[str, Any]]) -> dict[str, float | None]:
+    keys = list(dict.fromkeys(k for d in dicts for k in d))
+    return {k: _mean([d.get(k) for d in dicts]) for k in keys}
+
+
+def _summary(reps: list[ArmRow]) -> ArmSummary:
+    """An arm's summary from its repetition rows (in round order)."""
+    first = reps[0]
+    bad = next((r for r in reps if r.status != "ranked"), None)
+    status = first.status if bad is None else bad.status
+    reason = None if bad is None else (bad.reason if len(reps) == 1 else f"round {bad.round}: {bad.reason}")
+    timed = [r for r in reps if r.run is not None]
+    costs = [r.cost for r in timed if r.cost is not None]
+    cost = None if not costs else {"basis": costs[0]["basis"], **{
+        k: _mean([c.get(k) for c in costs]) for k in costs[0] if k != "basis"}}
+    verdicts = [r.verdict for r in timed]
+    canaries = [r.canaries for r in timed]
+    values = [r.objective for r in reps if r.objective is not None]
+    interval = interval_of(values) if values and bad is None else None
+    return ArmSummary(
+        name=first.name, varies=first.varies, status=status, reason=reason, fit=first.fit,
+        kv_tokens={"configured": first.kv_tokens["configured"],
+                   "realized": next((r.kv_tokens["realized"] for r in timed if r.kv_tokens["realized"] is not None),
+                                    None)},
+        context_per_sequence=next((r.context_per_sequence for r in timed if r.context_per_sequence is not None), None),
+        repetitions_run=len(timed), run=timed[0].run if timed else None,
+        verdict=None if not verdicts else next((v for v in verdicts if v != "VALID"), verdicts[0]),
+        canaries=None if not canaries else next((c for c in canaries if c != "passed"), canaries[0]),
+        throughput=_means([r.throughput for r in timed]), goodput=_means([r.goodput for r in timed]),
+        ttft=_means([r.ttft for r in timed]), e2e=_means([r.e2e for r in timed]),
+        slo_met=None if not timed or any(r.slo_met is None for r in timed) else all(r.slo_met for r in timed),
+        peak_memory_bytes=max((r.peak_memory_bytes for r in timed if r.peak_memory_bytes is not None), default=None),
+        cost=cost, discarded=[f"round {r.round}: {d}" for r in timed for d in r.discarded],
+        broken=list(dict.fromkeys(b for r in reps for b in r.broken)),
+        objective=None if interval is None else interval.mean,
+        interval={"low": None if interval is None else interval.low,
+                  "high": None if interval is None else interval.high,
+                  "sd": None if interval is None else interval.sd, "n": len(values) if bad is None else 0},
+        repetitions=[asdict(r) for r in reps])
+
+
+def summarize_arms(rows: list[ArmRow], campaign: CampaignSpec) -> tuple[list[ArmSummary], Ranking]:
+    """Compare every repetition's invariants with the reference (the first arm's first timed
+    repetition), summarize each arm over its repetitions and rank the arms (on copies: `rows`
+    stay as summarized)."""
+    order = {a.name: i for i, a in enumerate(campaign.arms)}
+    reps = sorted(copy.deepcopy(rows), key=lambda r: (order.get(r.name, len(order)), r.round))
+    _compare_invariants(reps, campaign.mode)
+    by_arm: dict[str, list[ArmRow]] = {}
+    for row in reps:
+        by_arm.setdefault(row.name, []).append(row)
+    arms = [_summary(group) for group in by_arm.values()]
+    ranked = [a for a in arms if a.status == "ranked"]
+    values = {a.name: [float(r["objective"]) for r in a.repetitions] for a in ranked}
+    ranking = rank_by_repetitions(values, OBJECTIVES[campaign.objective], campaign.min_difference)
+    for arm in ranked:
+        arm.rank, arm.tied_with = ranking.ranks[arm.name], ranking.tied_with[arm.name]
+    return arms, ranking
+
+
+def arm_counts(rows: list[ArmSummary]) -> dict[str, int]:
     """How many arms ended each way (gate names `arms.<count>`)."""
     counts = {name: 0 for name in ARM_COUNTS}
     counts["total"] = len(rows)
@@ -226,9 +324,10 @@ def arm_counts(rows: list[ArmRow]) -> dict[str, int]:
     return counts
 
 
-def managed_lines(rows: list[ArmRow], managed: dict[str, float] | None) -> list[str]:
-    """Each owned arm's cost per million tokens against the managed prices at the same input:output
-    mix, and the share of the time the card must be busy for owning to be cheaper."""
+def managed_lines(rows: list[ArmSummary], managed: dict[str, float] | None) -> list[str]:
+    """Each owned arm's cost per million tokens (the mean over its repetitions) against the managed
+    prices at the same input:output mix, and the share of the time the card must be busy for
+    owning to be cheaper."""
     if not managed:
         return []
     lines = []
@@ -248,43 +347,128 @@ def managed_lines(rows: list[ArmRow], managed: dict[str, float] | None) -> list[
     return lines
 
 
-def campaign_record(campaign: CampaignSpec, spec_file: str, rows: list[ArmRow], created_utc: str,
-                    interrupted: bool) -> dict[str, Any]:
-    """campaign.json: the arms ranked (on a copy: `rows` stay as summarized), the counts, the best
-    arm, the managed-vs-owned lines, sealed by a content hash."""
-    ranked = copy.deepcopy(rows)
-    rank_arms(ranked, campaign.objective, campaign.mode)
+@dataclass(frozen=True)
+class Progress:
+    """Where a campaign stands: interrupted or not, the (arm, round) turns not run, and when it
+    was resumed."""
+
+    interrupted: bool = False
+    not_run: list[str] = field(default_factory=list)
+    resumed_utc: list[str] = field(default_factory=list)
+
+
+def campaign_record(campaign: CampaignSpec, spec_file: str, spec_sha256: str, rows: list[ArmRow], created_utc: str,
+                    progress: Progress) -> dict[str, Any]:
+    """campaign.json: the arms summarized and ranked, the pairwise comparisons, the groups, the
+    best arm (or the arms tied for first), the advice, the counts and the managed-vs-owned lines,
+    sealed by a content hash."""
+    arms, ranking = summarize_arms(rows, campaign)
     managed = None if campaign.managed is None else campaign.managed.model_dump(mode="json", exclude_unset=True)
+    lines = managed_lines(arms, managed)
     data: dict[str, Any] = {
         "campaign_version": CAMPAIGN_VERSION, "name": campaign.name, "created_utc": created_utc,
         "objective": campaign.objective, "mode": campaign.mode, "slo": dict(campaign.run.get("slo") or {}),
-        "spec_file": spec_file, "arms": [asdict(r) for r in ranked], "counts": arm_counts(ranked),
-        "best": next((r.name for r in ranked if r.rank == 1), None), "managed": managed,
-        "managed_lines": managed_lines(ranked, managed), "interrupted": interrupted,
-        "not_run": [a.name for a in campaign.arms][len(rows):],
+        "spec_file": spec_file, "spec_sha256": spec_sha256, "repetitions": campaign.repetitions,
+        "relaunch": campaign.relaunch, "min_difference": campaign.min_difference, "alpha": ALPHA,
+        "arms": [asdict(a) for a in arms], "counts": arm_counts(arms),
+        "comparisons": [asdict(p) for p in ranking.pairs], "groups": ranking.groups,
+        "best": ranking.best, "tied_for_first": ranking.tied_for_first,
+        "advice": advice(campaign, arms, ranking, lines),
+        "managed": managed, "managed_lines": lines, "interrupted": progress.interrupted,
+        "not_run": progress.not_run, "resumed_utc": progress.resumed_utc,
     }
     data = json.loads(json.dumps(data))  # plain JSON values, as read back
     data["content_sha256"] = content_sha256(data)
     return data
 
 
+def turns(campaign: CampaignSpec) -> list[tuple[int, ArmSpec]]:
+    """(round, arm) in the order a campaign runs them: round r (1-based) starts r - 1 arms further
+    along the declared order, so every arm takes every place in a round as often as the rounds
+    allow."""
+    k = len(campaign.arms)
+    return [(r + 1, campaign.arms[(r + i) % k]) for r in range(campaign.repetitions) for i in range(k)]
+
+
 def read_campaign(folder: Path) -> dict[str, Any]:
-    """campaign.json of a campaign folder; RunFolderError when there is none."""
+    """campaign.json of a campaign folder, read within the passport's size cap; RunFolderError
+    when there is none or it is not a record of this version."""
+    from passport._input import read_bounded
+    from passport.audit._verify import MAX_PASSPORT_BYTES
+
     path = Path(folder) / CAMPAIGN_FILE
     try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+        data = json.loads(read_bounded(path, "campaign record", MAX_PASSPORT_BYTES))
+    except (OSError, ValueError) as exc:
         raise RunFolderError(f"cannot read {path}: {exc}") from exc
     if not isinstance(data, dict) or data.get("campaign_version") != CAMPAIGN_VERSION:
+        found = data.get("campaign_version") if isinstance(data, dict) else None
         raise RunFolderError(f"{path} is not a campaign record this passport reads (campaign_version "
-                             f"{CAMPAIGN_VERSION})")
+                             f"{CAMPAIGN_VERSION}; it holds {found!r}: a campaign of version 1 ran one repetition "
+                             "per arm and ranks nothing this version can re-derive; run it again)")
     return data
+
+
+def trusted_campaign(folder: Path) -> dict[str, Any]:
+    """campaign.json, once `recompute_campaign` finds nothing to report (what gate and show act
+    on); RunFolderError (exit 2) naming what it found otherwise."""
+    record = read_campaign(folder)
+    try:
+        problems = recompute_campaign(folder, record)
+    except (OSError, ValueError, KeyError, TypeError, PassportError) as exc:
+        problems = [f"{type(exc).__name__}: {exc}"]
+    if problems:
+        raise RunFolderError(f"{folder}: not a campaign to act on: {'; '.join(problems[:5])}"
+                             + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+                             + f"; `passport verify {folder}` lists every check")
+    return record
+
+
+def spec_digest(raw: dict[str, Any]) -> str:
+    """The sha256 of a campaign spec as written (its canonical JSON): a resumed campaign must be
+    given the same one."""
+    return sha256_bytes(canonical_json(raw))
+
+
+def recorded_rows(folder: Path, recorded: dict[str, Any], campaign: CampaignSpec,
+                  specs: dict[str, Any]) -> tuple[list[ArmRow], list[str]]:
+    """Every repetition campaign.json records, re-summarized from its passport (whose content
+    hash must be the one recorded; a failed or unfitting repetition keeps its recorded reason),
+    and the differences found on the way."""
+    folder = Path(folder)
+    arms = {a.name: a for a in campaign.arms}
+    rows, problems = [], []
+    for summary in recorded["arms"]:
+        arm = arms.get(summary["name"])
+        if arm is None:
+            problems.append(f"arm {summary['name']!r} is in {CAMPAIGN_FILE} but not in {recorded['spec_file']}")
+            continue
+        fit = check_fit(arm, specs[arm.name].load.concurrency)
+        for old in summary["repetitions"]:
+            if old["run"] is None:
+                row = failed_arm(arm, old["status"], old["reason"], fit)  # nothing to recompute but the fit
+            else:
+                # unsealed: an edited arm passport is a difference to report, not a reason to stop
+                raw = read_passport_json(folder / old["run"])
+                passport = Passport.model_validate(raw)
+                if raw.get("content_sha256") != old["passport_sha256"] or \
+                        content_sha256(raw) != old["passport_sha256"]:
+                    problems.append(f"arm {arm.name} round {old['round']}: {old['run']}/passport.json is not the "
+                                    "passport the campaign recorded (its content hash differs: it was edited or "
+                                    "replaced)")
+                row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
+                if campaign.mode == "sweep":  # arms/<sweep>/levels/<level>: the sweep's record two folders up
+                    row = judged_at_knee(row, json.loads((folder / old["run"]).parent.parent.joinpath(
+                        SWEEP_FILE).read_text()))
+            row.round = int(old["round"])
+            rows.append(row)
+    return rows, problems
 
 
 def recompute_campaign(folder: Path, recorded: dict[str, Any]) -> list[str]:
     """Differences between campaign.json (`recorded`, as read_campaign read it) and what its spec
-    and its arms' passports give: each timed arm's row re-summarized from its passport (whose
-    content hash must be the one recorded), the capacity arithmetic redone, the ranking redone;
+    and its arms' passports give: every repetition re-summarized from its passport, the capacity
+    arithmetic, the intervals, comparisons, groups, best arm and advice redone; the spec's hash;
     and the record's own content hash."""
     from passport.model import load_campaign
 
@@ -292,30 +476,11 @@ def recompute_campaign(folder: Path, recorded: dict[str, Any]) -> list[str]:
     problems = []
     if recorded.get("content_sha256") != content_sha256(recorded):
         problems.append(f"{CAMPAIGN_FILE}: content_sha256 differs (the record was edited after it was written)")
-    campaign, specs, _ = load_campaign(folder / recorded["spec_file"])
-    arms = {a.name: a for a in campaign.arms}
-    rows = []
-    for old in recorded["arms"]:
-        arm = arms.get(old["name"])
-        if arm is None:
-            problems.append(f"arm {old['name']!r} is in {CAMPAIGN_FILE} but not in {recorded['spec_file']}")
-            continue
-        fit = check_fit(arm, specs[arm.name].load.concurrency)
-        if old["run"] is None:
-            row = failed_arm(arm, old["status"], old["reason"], fit)  # nothing to recompute but the fit
-        else:
-            # unsealed: an edited arm passport is a difference to report, not a reason to stop
-            raw = read_passport_json(folder / old["run"])
-            passport = Passport.model_validate(raw)
-            if raw.get("content_sha256") != old["passport_sha256"] or content_sha256(raw) != old["passport_sha256"]:
-                problems.append(f"arm {arm.name}: {old['run']}/passport.json is not the passport the campaign "
-                                "recorded (its content hash differs: it was edited or replaced)")
-            row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
-            if campaign.mode == "sweep":  # arms/<sweep>/levels/<level>: the sweep's record two folders up
-                row = judged_at_knee(row, json.loads((folder / old["run"]).parent.parent.joinpath(
-                    SWEEP_FILE).read_text()))
-        rows.append(row)
-    fresh = campaign_record(campaign, recorded["spec_file"], rows, recorded["created_utc"], recorded["interrupted"])
+    campaign, specs, raw_spec = load_campaign(folder / recorded["spec_file"])
+    rows, found = recorded_rows(folder, recorded, campaign, specs)
+    problems += found
+    fresh = campaign_record(campaign, recorded["spec_file"], spec_digest(raw_spec), rows, recorded["created_utc"],
+                            Progress(recorded["interrupted"], recorded["not_run"], recorded["resumed_utc"]))
     fresh.pop("content_sha256")
     mine = {k: v for k, v in recorded.items() if k != "content_sha256"}
     problems += diff_values(mine, fresh, "campaign")
@@ -331,6 +496,30 @@ def gate_view(record: dict[str, Any]) -> dict[str, Any]:
     if record["best"] is not None:
         arms["best"] = rows[record["best"]]
     return {"arms": arms}
+
+
+def no_best_reason(record: dict[str, Any]) -> str:
+    """Why a campaign names no best arm, in words."""
+    tied = record.get("tied_for_first") or []
+    if not tied:
+        return "no arm was ranked, so there is no best arm"
+    if record.get("repetitions", 1) < 2 or any(a["interval"]["low"] is None for a in record["arms"]
+                                               if a["name"] in tied):
+        return (f"no best arm: {name_list(tied)} ran one repetition each, so no interval exists and none is "
+                "separated (set repetitions: 3)")
+    return f"no best arm: {name_list(tied)} tie for first on {record['objective']} (not separated; see comparisons)"
+
+
+def evaluate_campaign_gate(record: dict[str, Any], conditions: list[Any]) -> list[Any]:
+    """The gate over a campaign: as over a passport (`gate_view`), except that a condition on
+    `arms.best.*` with no best arm fails saying which arms tie."""
+    from passport.judge._gate import ConditionResult, evaluate_gate
+
+    results = evaluate_gate(gate_view(record), conditions)
+    if record["best"] is not None:
+        return results
+    return [ConditionResult(r.condition, False, None, no_best_reason(record))
+            if r.condition.target.path[:2] == ("arms", "best") else r for r in results]
 
 
 def resolve_campaign_name(name: str) -> Target:

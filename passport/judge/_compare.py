@@ -279,7 +279,7 @@ def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples,
                    mean_estimate(o_mean, float(np.std(o_slices, ddof=1)), len(o_slices)))
 
 
-def _verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
+def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
     if not test.significant:
         return "no significant difference"
     assert m.base is not None and m.other is not None
@@ -303,7 +303,7 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
     for m, t in rows:
         if isinstance(t, _Tested) and t.diff is not None and t.level is not None:
             m.p, m.level, m.ci = t.p_adjusted, t.level, t.diff.interval(t.level)
-            m.verdict = _verdict(m, t, min_effect)
+            m.verdict = difference_verdict(m, t, min_effect)
     return [m for m, _ in rows]
 
 

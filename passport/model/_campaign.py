@@ -10,6 +10,9 @@ precision differing from the other arms' is a broken invariant unless declared).
 
     name: gemma-campaign
     objective: goodput.requests_per_s      # how arms are ranked (never raw peak tokens/s)
+    repetitions: 3                         # rounds, each arm once per round, the order rotating
+    relaunch: once                         # or per_round: a fresh engine every round
+    min_difference: 0.05                   # smaller differences are ties, however certain
     cost: {gpu_hour_usd: 1.2}              # each arm's unless it declares its own
     managed: {input_usd_per_million: 0.45, output_usd_per_million: 3.20}
     run: {workload: ..., load: ..., slo: {ttft.any.p99: 2s}, canaries: gemma3-270m}
@@ -127,6 +130,17 @@ class CampaignSpec(_Strict):
                                                              "per arm, the arm judged at its knee.")
     cost: CostSpec | None = Field(None, description="Each arm's cost unless it declares its own.")
     managed: CostSpec | None = Field(None, description="A managed endpoint's prices, priced against owned arms.")
+    repetitions: int = Field(3, ge=1, le=50, description="Runs of every arm, in rounds whose order rotates (round 1: "
+                                                         "A B C, round 2: B C A, ...); 1 gives no interval and "
+                                                         "names no arm best.")
+    relaunch: Literal["once", "per_round"] | None = Field(
+        None, description="once (default in mode run): each arm's engine is launched, probed and checked by the "
+                          "canaries once and kept up for every round (the engines must fit side by side); "
+                          "per_round (always in mode sweep): restarted each round, so launch-to-launch variance is "
+                          "measured too.")
+    min_difference: float = Field(0.05, ge=0, lt=1, description="The smallest difference worth a decision, as a "
+                                                                 "share of the better arm's objective: a smaller one, "
+                                                                 "however certain, is a tie.")
     run: dict[str, Any] = Field(description="The run spec every arm gets (no engine, no endpoint.base_url).")
     arms: list[ArmSpec] = Field(min_length=1, max_length=64)
 
@@ -136,6 +150,15 @@ class CampaignSpec(_Strict):
         if value not in OBJECTIVES:
             raise ValueError(f"must be one of {', '.join(OBJECTIVES)} (ranking by raw peak tokens/s is not offered)")
         return value
+
+    @model_validator(mode="after")
+    def _relaunch(self) -> Self:
+        if self.relaunch is None:
+            self.relaunch = "per_round" if self.mode == "sweep" else "once"
+        elif self.mode == "sweep" and self.relaunch == "once":
+            raise ValueError("relaunch: once needs mode: run; a sweep launches its engine for its own levels, so "
+                             "mode: sweep relaunches every round (relaunch: per_round)")
+        return self
 
     @field_validator("managed")
     @classmethod

@@ -1,5 +1,6 @@
-"""The campaign report, from campaign.json alone: the answer first (the best arm and why the
-others are not ranked), the table of arms, the chart, cost, invariants, then each arm's notes."""
+"""The campaign report, from campaign.json alone: the answer first (the best arm, or the arms
+that tie), the advice in the order a team decides, the table of arms with their intervals and
+rank groups, the pairwise comparisons, the chart, cost, invariants, then every repetition."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Ve
 from passport.report._plots import ArmPoint, campaign_chart
 from passport.report._run_report import ms, num
 
-__all__ = ["campaign_blocks", "campaign_lines", "arm_lines"]
+__all__ = ["campaign_blocks", "campaign_lines", "arm_lines", "answer_line"]
 
 
 def _kv(row: dict[str, Any]) -> str:
@@ -22,31 +23,50 @@ def _kv(row: dict[str, Any]) -> str:
     return text
 
 
+def _interval(row: dict[str, Any]) -> str:
+    low, high = row["interval"]["low"], row["interval"]["high"]
+    return "—" if low is None or high is None else f"[{low:.4g}, {high:.4g}]"
+
+
 def arm_lines(data: dict[str, Any]) -> list[str]:
-    """One line per arm for the terminal: rank, name, status, the objective's value."""
+    """One line per arm for the terminal: rank group, name, status, the objective's mean and
+    interval over its repetitions, the arms it ties with."""
     out = []
     for row in data["arms"]:
         rank = "—" if row["rank"] is None else f"#{row['rank']}"
-        value = "—" if row["objective"] is None else f"{row['objective']:.4g}"
-        out.append(f"{rank:>4} {row['name']:<16} {row['status']:<15} {data['objective']} {value}")
+        value = "—" if row["objective"] is None else f"{row['objective']:.4g} {_interval(row)}"
+        tied = f"  tied with {', '.join(row['tied_with'])}" if row["tied_with"] else ""
+        out.append(f"{rank:>4} {row['name']:<16} {row['status']:<15} {data['objective']} {value} "
+                   f"({row['repetitions_run']} run{'s' if row['repetitions_run'] != 1 else ''}){tied}")
     return out
 
 
-def campaign_lines(data: dict[str, Any]) -> list[str]:
-    """The campaign's answer in a few lines, for the terminal and the report's head."""
-    counts = data["counts"]
+def answer_line(data: dict[str, Any]) -> str:
+    """The campaign's answer in one line: the best arm, or which arms tie, or none ranked."""
+    from passport.judge import no_best_reason
+
     best = data["best"]
-    rows = {r["name"]: r for r in data["arms"]}
-    lines = [f"best by {data['objective']}: {best} ({num(rows[best]['objective'], 4)})" if best
-             else f"no arm ranked by {data['objective']}"]
-    lines.append(f"{counts['total']} arm(s): {counts['ranked']} ranked, {counts['held']} held by canaries, "
-                 f"{counts['failed']} failed, {counts['does_not_fit']} did not fit, {counts['incomplete']} incomplete, "
-                 f"{counts['invalid']} invalid, {counts['not_comparable']} not comparable")
+    if best is not None:
+        row = next(r for r in data["arms"] if r["name"] == best)
+        return (f"best by {data['objective']}: {best} ({num(row['objective'], 4)} {_interval(row)}, separated from "
+                "every other arm)")
+    return no_best_reason(data)
+
+
+def campaign_lines(data: dict[str, Any]) -> list[str]:
+    """The campaign's answer and advice in a few lines, for the terminal and the report's head."""
+    counts = data["counts"]
+    lines = [answer_line(data), *data["advice"]]
+    lines.append(f"{counts['total']} arm(s) x {data['repetitions']} round(s): {counts['ranked']} ranked, "
+                 f"{counts['held']} held by canaries, {counts['failed']} failed, {counts['does_not_fit']} did not "
+                 f"fit, {counts['incomplete']} incomplete, {counts['invalid']} invalid, {counts['not_comparable']} "
+                 "not comparable")
     for row in data["arms"]:
         if row["status"] != "ranked":
             lines.append(f"{row['name']}: {row['status'].replace('_', ' ')}: {row['reason']}")
     if data.get("not_run"):
-        lines.append(f"not run ({'interrupted' if data['interrupted'] else 'stopped'}): {', '.join(data['not_run'])}")
+        lines.append(f"not run ({'interrupted' if data['interrupted'] else 'stopped'}): {', '.join(data['not_run'])}"
+                     "; `passport campaign SPEC --resume FOLDER` runs them")
     return lines
 
 
@@ -54,6 +74,7 @@ def _row_cells(row: dict[str, Any]) -> list[str]:
     cost = row.get("cost") or {}
     return [
         "—" if row["rank"] is None else str(row["rank"]), f"`{row['name']}`", row["status"].replace("_", " "),
+        num(row["objective"], 4), _interval(row), ", ".join(row["tied_with"]) or "—", str(row["repetitions_run"]),
         row["verdict"] or "—", row["canaries"] or "—", _kv(row),
         "—" if row["context_per_sequence"] is None else f"{row['context_per_sequence']:,}",
         num(row["throughput"].get("requests_per_s"), 3), num(row["throughput"].get("output_tokens_per_s"), 1),
@@ -68,24 +89,41 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
     """The whole report (see the module docstring)."""
     rows = data["arms"]
     best = data["best"]
+    tied = data["tied_for_first"]
+    word = best if best else ("TIE: " + ", ".join(tied) if len(tied) > 1 else "NO BEST ARM" if tied
+                              else "NO ARM RANKED")
     blocks: list[Block] = [
-        Verdict(best if best else "NO ARM RANKED", "; ".join(campaign_lines(data)[:2])),
-        Para(f"Objective: `{data['objective']}` (sustained over the measurement window; never raw peak tokens/s)."
+        Verdict(word, answer_line(data)),
+        Para(f"Objective: `{data['objective']}` (sustained over the measurement window; never raw peak tokens/s), "
+             f"the mean of {data['repetitions']} repetition(s) per arm in rounds whose order rotates, with a 95 % "
+             f"t-interval; arms compared pairwise by Welch's t, Holm-corrected at {data['alpha']:g}, and separated "
+             f"only when also at least {data['min_difference']:.0%} apart."
              + (f" SLO: {', '.join(f'`{k} <= {v}`' for k, v in data['slo'].items())}." if data["slo"] else "")
              + f" Every arm got the same workload, schedule, load, decoding, window and warm-up (`run:` of "
                f"{data['spec_file']})."),
+        Heading("Advice, in the order a team decides"),
+        Bullets(data["advice"]),
         Heading("Arms"),
-        Table(["rank", "arm", "status", "verdict", "canaries", "KV tokens configured / realized",
+        Table(["rank", "arm", "status", data["objective"], "95 % interval", "tied with", "runs", "verdict",
+               "canaries", "KV tokens configured / realized",
                "context per sequence", "req/s", "out tok/s", "TTFT p50 ms", "TTFT p99 ms", "E2E p50 ms",
                "E2E p99 ms", "goodput req/s", "peak MiB", "USD / M tokens", "USD / M at goodput"],
               [_row_cells(r) for r in rows]),
     ]
+    if data["comparisons"]:
+        blocks += [Heading("Pairwise comparisons"),
+                   Table(["arms", "difference", "relative", "p", "p (Holm)", "separated", "why"],
+                         [[f"`{c['a']}` − `{c['b']}`", f"{c['difference']:.4g}", f"{c['relative']:.1%}",
+                           "—" if c["p"] is None else f"{c['p']:.3g}",
+                           "—" if c["p_holm"] is None else f"{c['p_holm']:.3g}",
+                           "yes" if c["separated"] else "no", c["why"]] for c in data["comparisons"]])]
     unranked = [f"`{r['name']}` ({r['status'].replace('_', ' ')}): {r['reason']}" for r in rows
                 if r["status"] != "ranked"]
     if unranked:
         blocks += [Heading("Not ranked, and why"), Bullets(unranked, kind="caveats")]
     points = [ArmPoint(r["name"], r["status"], r["objective"], r["ttft"].get("p99"),
-                       r["throughput"].get("requests_per_s")) for r in rows]
+                       r["throughput"].get("requests_per_s"), r["interval"]["low"], r["interval"]["high"], r["rank"])
+              for r in rows]
     blocks.append(Image("campaign.png", campaign_chart(points, data["objective"]),
                         f"{data['objective']} per arm, and TTFT p99 against throughput."))
     if data["managed_lines"]:
@@ -103,8 +141,9 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
     discards = [f"`{r['name']}`: {d}" for r in rows for d in r["discarded"]]
     if discards:
         blocks += [Heading("Discarded repetitions (pre-registered rules)"), Bullets(discards)]
-    runs = [f"`{r['name']}`: [passport]({r['run']}/passport.json), [report]({r['run']}/report.html), raw logs in "
-            f"`{r['run']}/`" for r in rows if r["run"]]
+    runs = [[f"`{r['name']}`", str(rep["round"]), rep["status"].replace("_", " "), num(rep["objective"], 4),
+             f"[passport]({rep['run']}/passport.json), [report]({rep['run']}/report.html)" if rep["run"] else
+             (rep["reason"] or "—")] for r in rows for rep in r["repetitions"]]
     if runs:
-        blocks += [Heading("Each arm's run"), Bullets(runs)]
+        blocks += [Heading("Every repetition"), Table(["arm", "round", "status", data["objective"], "run"], runs)]
     return blocks

@@ -286,31 +286,42 @@ def sweep_curve(points: list[SweepPoint], load_label: str, knee: float | None,
 
 @dataclass(frozen=True)
 class ArmPoint:
-    """One campaign arm, for `campaign_chart`: its objective value (None: not ranked), TTFT p99
-    and throughput, and why it is not ranked."""
+    """One campaign arm, for `campaign_chart`: its objective value (None: not ranked) with its
+    95 % interval over repetitions (None: one repetition), its rank group, TTFT p99 and
+    throughput, and why it is not ranked."""
 
     name: str
     status: str
     objective: float | None
     ttft_p99_s: float | None
     throughput_rps: float | None
+    low: float | None = None
+    high: float | None = None
+    rank: int | None = None
 
 
 def campaign_chart(arms: list[ArmPoint], objective: str) -> bytes:
-    """Two panels: the objective per arm (ranked arms in blue, unranked in grey with their
-    status, so an unranked arm is never read as a zero), and TTFT p99 against throughput per arm
-    (down and to the right is better)."""
+    """Two panels: the objective per arm with its 95 % interval (ranked arms coloured by rank
+    group, so arms that tie share a colour; unranked in grey with their status, so an unranked
+    arm is never read as a zero), and TTFT p99 against throughput per arm (down and to the right
+    is better)."""
     fig = Figure(figsize=(12, 4.4), layout="constrained")
     ax_obj, ax_trade = fig.subplots(1, 2)
     names = [a.name for a in arms]
     values = [a.objective if a.status == "ranked" and a.objective is not None else 0.0 for a in arms]
-    colours = ["tab:blue" if a.status == "ranked" else "tab:gray" for a in arms]
-    ax_obj.barh(names, values, color=colours)
+    palette = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive")
+    colours = [palette[(a.rank - 1) % len(palette)] if a.status == "ranked" and a.rank else "tab:gray" for a in arms]
+    errors = np.array([[v - a.low, a.high - v] if a.low is not None and a.high is not None and a.status == "ranked"
+                       else [0.0, 0.0] for a, v in zip(arms, values, strict=True)]).T
+    ax_obj.barh(names, values, color=colours, xerr=errors if len(arms) else None, capsize=4)
     for i, a in enumerate(arms):
-        text = f"{a.objective:.4g}" if a.status == "ranked" and a.objective is not None else a.status.replace("_", " ")
-        ax_obj.annotate(text, (values[i], i), xytext=(4, 0), textcoords="offset points", va="center", fontsize=8)
+        text = (f"{a.objective:.4g} (rank {a.rank})" if a.status == "ranked" and a.objective is not None
+                else a.status.replace("_", " "))
+        ax_obj.annotate(text, (values[i] + float(errors[1][i]) if len(arms) else 0.0, i), xytext=(4, 0),
+                        textcoords="offset points", va="center", fontsize=8)
     ax_obj.invert_yaxis()
-    ax_obj.set(xlabel=objective, title=f"{objective} by arm (grey: not ranked)")
+    ax_obj.set(xlabel=objective, title=f"{objective} by arm, 95 % intervals (a colour: a rank group; grey: not "
+                                        "ranked)")
     shown = [a for a in arms if a.ttft_p99_s is not None and a.throughput_rps is not None]
     for a in shown:
         colour = "tab:blue" if a.status == "ranked" else "tab:gray"

@@ -6,7 +6,7 @@ them, `canaries` to judge answers, `passport.audit` for every figure and `passpo
 the reports. It never prints (callbacks do).
 """
 
-from passport.run._campaign import CAMPAIGN_SPEC_FILE, CampaignOutcome, run_campaign
+from passport.run._campaign import CAMPAIGN_SPEC_FILE, CampaignOutcome, resume_campaign, run_campaign
 from passport.run._canary_only import CanaryOutcome, run_canary_command
 from passport.run._collect import collect_host
 from passport.run._endpoint import Access, access, auth_headers, engine_launcher, model_of
@@ -24,6 +24,7 @@ __all__ = [
     "CAMPAIGN_SPEC_FILE",
     "CampaignOutcome",
     "run_campaign",
+    "resume_campaign",
     "Access",
     "access",
     "DECLARED_ALIASES",

@@ -281,12 +281,29 @@ def test_bundled_campaign_ranks_real_launches_and_holds_the_broken_template(tmp_
     folder = only_run_dir(tmp_path / "out")
     record = json.loads((folder / "campaign.json").read_text())
     rows = {r["name"]: r for r in record["arms"]}
-    for name in ("np1", "np2", "ctx64k"):
+    ranked = ("np1", "np2", "ctx64k")
+    for name in ranked:
         assert rows[name]["status"] == "ranked" and rows[name]["canaries"] == "passed", rows[name]
-        arm = json.loads((folder / rows[name]["run"] / "passport.json").read_text())
-        rate = arm["results"]["metrics"]["throughput.requests_per_s"]["mean"]
-        assert rate > 0 and rows[name]["goodput"]["requests_per_s"] == pytest.approx(rate)
-    assert sorted(rows[n]["rank"] for n in ("np1", "np2", "ctx64k")) == [1, 2, 3]
+        rates = []
+        for rep in rows[name]["repetitions"]:  # three rounds, each its own passport
+            arm = json.loads((folder / rep["run"] / "passport.json").read_text())
+            rates.append(arm["results"]["metrics"]["throughput.requests_per_s"]["mean"])
+            assert rates[-1] > 0 and rep["goodput"]["requests_per_s"] == pytest.approx(rates[-1])
+        assert len(rates) == 3 and rows[name]["objective"] == pytest.approx(sum(rates) / 3)
+        low, high = rows[name]["interval"]["low"], rows[name]["interval"]["high"]
+        assert low < rows[name]["objective"] < high
+    # the answer is the groups: every ranked arm in exactly one, ties symmetric, a best arm only alone
+    assert sorted(n for group in record["groups"] for n in group) == sorted(ranked)
+    for name in ranked:
+        assert all(name in rows[other]["tied_with"] for other in rows[name]["tied_with"])
+    if record["best"] is None:
+        tied = record["tied_for_first"]
+        assert tied == record["groups"][0] and "tie for first on goodput.requests_per_s" in result.stdout
+    else:
+        assert record["groups"][0] == [record["best"]] and rows[record["best"]]["tied_with"] == []
+        assert f"best by goodput.requests_per_s: {record['best']}" in result.stdout
+    assert "3. SLO (tpot.p99 <= 10m, ttft.any.p99 <= 10m): met in every repetition by np1, np2 and ctx64k" in \
+        result.stdout
     # -c 2048 over -np 2: the pool holds 2,048 tokens, 1,024 per sequence, as /props says
     assert rows["np2"]["kv_tokens"] == {"configured": 2048, "realized": 2048}
     assert rows["np2"]["context_per_sequence"] == 1024
@@ -294,6 +311,7 @@ def test_bundled_campaign_ranks_real_launches_and_holds_the_broken_template(tmp_
     assert rows["ctx64k"]["kv_tokens"] == {"configured": 65536, "realized": 32768}
     held = rows["gemma-template"]
     assert held["status"] == "held" and held["rank"] is None and held["verdict"] == "HOLD"
+    assert len(held["repetitions"]) == 1  # held in round 1, not run again
     held_passport = json.loads((folder / held["run"] / "passport.json").read_text())
     # the same model launched with another chat template: the chat case answers differently
     (failure,) = held_passport["validity"]["canaries"]["failures"]

@@ -5,6 +5,7 @@ another model, one that does not fit; then verify, gate, and tampering caught.""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import yaml
 
+from passport.audit import content_sha256
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_report_html import browser_probe
@@ -76,14 +78,25 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
         {"name": "attached", "endpoint": {"base_url": attached}, "varies": {"engine": "a server already running"},
          "capacity": {"kv_pool_gib": 1, "kv_kib_per_token": 64, "context_tokens": 1024}},
     ]
-    result = run_cli("campaign", str(_campaign(tmp_path, arms)), "--out", str(tmp_path / "out"), "--quiet")
+    spec = _campaign(tmp_path, arms, run={"load": {"pattern": "closed", "concurrency": 4, "measure": {"requests": 30}}})
+    result = run_cli("campaign", str(spec), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     folder = only_run_dir(tmp_path / "out")
     record = json.loads((folder / "campaign.json").read_text())
     rows = {r["name"]: r for r in record["arms"]}
     assert list(rows) == [a["name"] for a in arms]  # every arm recorded, in order
-    # per request ~5 + 8 x 2 ms against ~30 + 8 x 5 ms: four users get about 3x the requests/s
+    # three rounds of each arm that stayed rankable, one of each that could not be ranked after its first
+    assert [r["round"] for r in rows["fast"]["repetitions"]] == [1, 2, 3] and rows["fast"]["repetitions_run"] == 3
+    assert [len(rows[n]["repetitions"]) for n in ("dies", "nostart", "garbles", "othermodel", "toobig")] == [1] * 5
+    # relaunch: once: one engine per arm for every round, its log beside the arms, none in the runs
+    assert (folder / "engines" / "fast.log").is_file() and not (folder / "engines" / "attached.log").exists()
+    assert not any((folder / r["run"] / "engine.log").exists() for r in rows["fast"]["repetitions"])
+    # per request ~5 + 8 x 2 ms against ~30 + 8 x 5 ms: four users get about 3x the requests/s, every round
     assert rows["fast"]["rank"] == 1 and rows["slow"]["rank"] == 3 and record["best"] == "fast"
+    assert rows["fast"]["interval"]["low"] > rows["attached"]["interval"]["high"]
+    assert record["groups"] == [["fast"], ["attached"], ["slow"]] and rows["fast"]["tied_with"] == []
+    assert all(c["separated"] for c in record["comparisons"])
+    assert "best by goodput.requests_per_s: fast" in result.stdout and "1. Fit: toobig does not fit" in result.stdout
     # attached, never launched: ~10 + 8 x 3 ms per request, between the two
     assert rows["attached"]["rank"] == 2 and rows["attached"]["fit"]["sequences_fit"] == 16  # 1 GiB / (1,024 x 64 KiB)
     attached_passport = json.loads((folder / rows["attached"]["run"] / "passport.json").read_text())
@@ -124,6 +137,11 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
     assert gate.returncode == 0, gate.stdout
     gate = run_cli("gate", str(folder), "--require", "arms.failed == 0")
     assert gate.returncode == 1 and "FAIL  arms.failed == 0  measured 1" in gate.stdout
+    # two arms over their three runs each: slow's per-token time is 2.5x fast's, on every run
+    compared = run_cli("compare", str(folder), "fast", "slow")
+    assert compared.returncode == 0 and "method: between-repetition variance" in compared.stdout
+    assert re.search(r"^tpot p50 .* slower$", compared.stdout, re.M), compared.stdout
+    assert re.search(r"^goodput.requests_per_s mean .* lower$", compared.stdout, re.M), compared.stdout
     unknown = run_cli("gate", str(folder), "--require", "arms.fastest.ttft.p99 < 1s")
     assert unknown.returncode == 2 and "no arm named 'fastest'" in unknown.stderr
 
@@ -134,14 +152,24 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
     tampered = run_cli("verify", str(folder))
     assert tampered.returncode == 1 and "campaign.json: content_sha256 differs" in tampered.stdout
     assert "campaign.arms[1].objective" in tampered.stdout
+    refused = run_cli("gate", str(folder), "--require", "arms.held == 0")  # gate and show act on no such record
+    assert refused.returncode == 2 and "not a campaign to act on" in refused.stderr
+    assert run_cli("show", str(folder)).returncode == 2
+    edited = json.loads(original)
+    edited["best"], edited["tied_for_first"] = None, ["fast", "attached"]  # a tie claimed, resealed
+    edited["content_sha256"] = content_sha256(edited)
+    (folder / "campaign.json").write_text(json.dumps(edited))
+    # gate recomputes what verify recomputes of the record (verify also checks every run: slower)
+    refused = run_cli("gate", str(folder), "--require", "arms.held == 0")
+    assert refused.returncode == 2 and "campaign.best" in refused.stderr, refused.stderr
     (folder / "campaign.json").write_text(original)
-    arm_passport = folder / rows["slow"]["run"] / "passport.json"
+    arm_passport = folder / rows["slow"]["repetitions"][1]["run"] / "passport.json"  # its second round
     edited = json.loads(arm_passport.read_text())
     edited["results"]["metrics"]["ttft.any"]["p99"] = 0.001
     arm_passport.write_text(json.dumps(edited))
-    tampered = run_cli("verify", str(folder))
-    assert tampered.returncode == 1 and "arm slow" in tampered.stdout
-    assert "is not the passport the campaign recorded" in tampered.stdout
+    refused = run_cli("gate", str(folder), "--require", "arms.held == 0")
+    assert refused.returncode == 2 and "arm slow round 2" in refused.stderr
+    assert "is not the passport the campaign recorded" in refused.stderr
 
 
 def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
@@ -151,7 +179,7 @@ def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
     # two slots: at 1 and 2 users nobody queues and TTFT is the scripted one; at 4 users half the
     # requests wait for a slot (a request takes TTFT + 8 x 4 ms): a (10 ms) meets TTFT p90 <= 30 ms
     # at 1 and 2 users, not at 4 (~52 ms); b (40 ms) meets it at no level
-    spec = _campaign(tmp_path, arms, mode="sweep",
+    spec = _campaign(tmp_path, arms, mode="sweep", repetitions=2,
                      run={"sweep": {"vary": "concurrency", "levels": [1, 2, 4], "stop_when": {"error_rate_above": 0.5}},
                           "slo": {"ttft.any.p90": "30ms"}, "canary_share": 0.0, "discard": [],
                           "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 16}}})
@@ -159,7 +187,8 @@ def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     folder = only_run_dir(tmp_path / "out")
     rows = {r["name"]: r for r in json.loads((folder / "campaign.json").read_text())["arms"]}
-    assert rows["a"]["rank"] == 1 and "/levels/sim-a-c2" in rows["a"]["run"]  # its knee: 2 users
+    assert rows["a"]["rank"] == 1 and all("/levels/sim-a-c2" in r["run"] for r in rows["a"]["repetitions"])  # knee: 2
+    assert rows["a"]["repetitions_run"] == 2  # a sweep per round, each launching its own engine
     assert rows["b"]["status"] == "invalid" and "no level met the SLO" in rows["b"]["reason"]
     assert run_cli("verify", str(folder)).returncode == 0
 
@@ -176,13 +205,15 @@ def test_a_campaign_that_cannot_run_says_why_before_launching_anything(tmp_path:
     assert result.returncode == 2 and "either launches (engine) or attaches" in result.stderr
 
 
-@fault("Ctrl-C during a campaign",
-       "the arm it reached keeps an INCOMPLETE passport, later arms are listed as not run, the record verifies, exit 1")
-def test_ctrl_c_stops_a_campaign_and_keeps_every_arm_so_far(tmp_path: Path) -> None:
+@fault("Ctrl-C during a campaign, then `passport campaign SPEC --resume FOLDER`",
+       "the turn it reached keeps an INCOMPLETE passport, later turns are listed as not run, the record verifies, "
+       "exit 1; resume checks the spec's hash and every kept passport's, runs the cut turn again and the rest, "
+       "and the finished campaign verifies")
+def test_ctrl_c_stops_a_campaign_and_resume_finishes_it(tmp_path: Path) -> None:
     arms = [{"name": name, "engine": {"launch": f"{SIM} --script SCRIPT --ttft-ms 2 --itl-ms 1"}}
             for name in ("first", "second", "third")]
-    spec = _campaign(tmp_path, arms, objective="throughput.requests_per_s",
-                     run={"load": {"pattern": "closed", "concurrency": 2, "measure": {"duration_s": 3}},
+    spec = _campaign(tmp_path, arms, objective="throughput.requests_per_s", repetitions=2, relaunch="per_round",
+                     run={"load": {"pattern": "closed", "concurrency": 2, "measure": {"duration_s": 2}},
                           "canary_share": 0.0, "discard": []})
     proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "campaign", str(spec), "--out",
                              str(tmp_path / "out"), "--quiet"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -193,15 +224,41 @@ def test_ctrl_c_stops_a_campaign_and_keeps_every_arm_so_far(tmp_path: Path) -> N
         second = [p for p in (tmp_path / "out").glob("*/arms/sim-second-*") if (p / "requests.parts").is_dir()]
         time.sleep(0.1)
     assert second, "the second arm never started"
-    time.sleep(1.0)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     stdout, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 1, stdout + stderr
-    assert "interrupted: 2 arm(s) recorded and kept" in stderr
+    assert "interrupted: 2 repetition(s) recorded and kept" in stderr and "--resume" in stderr
     folder = only_run_dir(tmp_path / "out")
     record = json.loads((folder / "campaign.json").read_text())
-    assert record["interrupted"] is True and record["not_run"] == ["third"]
+    assert record["interrupted"] is True
+    assert record["not_run"] == ["second round 1", "third round 1", "second round 2", "third round 2",
+                                 "first round 2"]
     first, stopped = record["arms"]
     assert first["status"] == "ranked" and stopped["status"] == "incomplete"
     assert stopped["reason"].startswith("interrupted")
     assert run_cli("verify", str(folder)).returncode == 0
+
+    other = yaml.safe_load(spec.read_text())
+    other["run"]["load"]["measure"]["duration_s"] = 3
+    changed = tmp_path / "changed.yaml"
+    changed.write_text(yaml.safe_dump(other))
+    refused = run_cli("campaign", str(changed), "--resume", str(folder), "--quiet")
+    assert refused.returncode == 2 and "ran another campaign spec" in refused.stderr
+    kept = folder / first["repetitions"][0]["run"]
+    resumed = run_cli("campaign", str(spec), "--resume", str(folder), "--quiet", timeout_s=300)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    record = json.loads((folder / "campaign.json").read_text())
+    rows = {r["name"]: r for r in record["arms"]}
+    assert record["interrupted"] is False and record["not_run"] == [] and len(record["resumed_utc"]) == 1
+    assert [len(rows[n]["repetitions"]) for n in ("first", "second", "third")] == [2, 2, 2]
+    assert all(r["status"] == "ranked" for r in rows.values())
+    assert rows["first"]["repetitions"][0]["run"] == str(kept.relative_to(folder))  # kept, not run again
+    # relaunch: per_round: every run launched its own engine and kept its log
+    assert all((folder / r["run"] / "engine.log").is_file() for row in rows.values() for r in row["repetitions"])
+    assert not (folder / "engines").exists()
+    assert run_cli("verify", str(folder)).returncode == 0
+    # three launches of one script: A/A over the repetition sets calls no difference
+    compared = run_cli("compare", str(folder), "first", "second")
+    assert compared.returncode == 0 and "method: between-repetition variance" in compared.stdout
+    assert not re.search(r" (faster|slower|higher|lower)$", compared.stdout, re.M), compared.stdout

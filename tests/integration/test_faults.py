@@ -141,8 +141,10 @@ def test_missing_api_key_variable_is_a_clear_error(write_spec: WriteSpec, tmp_pa
     assert "'NOT_SET_KEY', which is not set; export NOT_SET_KEY=<your key>" in result.stderr
 
 
-def _start_long_run(url: str, write_spec: WriteSpec, out: Path) -> subprocess.Popen[str]:
-    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 4, "measure": {"duration_s": 60}}))
+def _start_long_run(url: str, write_spec: WriteSpec, out: Path, duration_s: float = 60,
+                    concurrency: int = 4) -> subprocess.Popen[str]:
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": concurrency,
+                                  "measure": {"duration_s": duration_s}}))
     return subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tests.conftest import REPO, SimFactory, only_run_dir, run_cli
+from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.forgery import rederive_and_reseal
-from tests.integration.test_faults import WriteSpec, _spec, _wait_for_rows
+from tests.integration.test_faults import WriteSpec, _spec, _start_long_run, _wait_for_rows
 
 # 30 requests of 8 tokens; the simulator disconnects every 7th after 3 tokens (requests 7, 14,
 # 21, 28): 26 answered with 8 tokens each, 4 cut with 3 tokens generated.
@@ -95,10 +93,8 @@ def test_a_second_client_during_the_run_is_seen_in_the_engines_counters(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
     url = simulator("--ttft-ms", "5", "--itl-ms", "5")
-    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"duration_s": 4}}))
     out = tmp_path / "out"
-    proc = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    proc = _start_long_run(url, write_spec, out, duration_s=4, concurrency=2)
     _wait_for_rows(out)
     with httpx.Client(base_url=url, timeout=10) as other:  # a plain client beside the run
         for _ in range(3):

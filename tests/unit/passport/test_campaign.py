@@ -13,8 +13,9 @@ import yaml
 
 from passport._errors import SpecError
 from passport.audit._cost import cost_figures
-from passport.judge import ArmRow, monthly_cost, rank_arms, resolve_campaign_name
+from passport.judge import ArmRow, monthly_cost, resolve_campaign_name, summarize_arms, turns
 from passport.judge._names import GateError
+from passport.judge._ranking import interval_of, rank_by_repetitions
 from passport.model import configured_kv_tokens, load_campaign, load_spec, parse_campaign
 
 LAUNCH = "llama-server -m {model_path} --port {port} -c 4096 -np 2"
@@ -109,23 +110,89 @@ def test_a_month_priced_managed_and_owned_with_its_break_even() -> None:
 
 
 def _row(name: str, objective: float | None, status: str = "ranked", model: str = "m",
-         varies: dict[str, str] | None = None) -> ArmRow:
+         varies: dict[str, str] | None = None, round_: int = 1) -> ArmRow:
     return ArmRow(name=name, varies=varies or {}, status=status, objective=objective,
-                  invariants={"model": model, "precision": {"kv": "f16"}, "workload": "w"})
+                  invariants={"model": model, "precision": {"kv": "f16"}, "workload": "w"}, round=round_)
 
 
-def test_ranking_by_the_objective_leaves_out_held_and_undeclared_differences() -> None:
-    rows = [_row("slow", 1.0), _row("fast", 3.0), _row("held", None, status="held"),
-            _row("other", 9.0, model="m2"), _row("declared", 2.0, model="m3", varies={"model": "a distill"})]
-    rank_arms(rows, "goodput.requests_per_s")
-    by_name = {r.name: r for r in rows}
-    assert [by_name[n].rank for n in ("fast", "declared", "slow")] == [1, 2, 3]
-    assert by_name["held"].rank is None and by_name["other"].rank is None
-    assert by_name["other"].status == "not_comparable"
+def _arms(*names: str, **extra: Any) -> Any:
+    campaign, _ = parse_campaign(_campaign(arms=[{"name": n, "endpoint": {"base_url": "http://127.0.0.1:9/v1"}}
+                                                 for n in names], **extra))
+    return campaign
+
+
+def _reps(name: str, values: list[float | None], **kw: Any) -> list[ArmRow]:
+    return [_row(name, v, round_=i + 1, **kw) for i, v in enumerate(values)]
+
+
+def test_arms_are_summarized_over_their_rounds_and_only_whole_valid_arms_are_ranked() -> None:
+    campaign = _arms("slow", "fast", "stopped", "other", "declared")
+    rows = [*_reps("slow", [1.0, 1.1, 0.9]), *_reps("fast", [3.0, 3.1, 2.9]), _row("stopped", None, status="held"),
+            *_reps("other", [9.0, 9.0, 9.0], model="m2"),
+            *_reps("declared", [2.0, 2.05, 1.95], model="m3", varies={"model": "a distill"})]
+    rows[4].status, rows[4].reason = "invalid", "client_not_bound: busy"  # fast's round 2
+    arms, ranking = summarize_arms(rows, campaign)
+    by_name = {a.name: a for a in arms}
+    assert by_name["fast"].status == "invalid" and by_name["fast"].reason == "round 2: client_not_bound: busy"
+    assert by_name["stopped"].rank is None and by_name["other"].status == "not_comparable"
     assert "model differs from arm slow's" in str(by_name["other"].reason)
-    rows = [_row("cheap", 0.2), _row("dear", 0.9)]
-    rank_arms(rows, "cost.usd_per_million_tokens")  # lower is better
-    assert [r.rank for r in rows] == [1, 2]
+    # declared 2.0 +- 0.05 against slow 1.0 +- 0.1 over three rounds: Welch's t = 1.0 / sqrt(0.05^2/3 + 0.1^2/3)
+    # = 15.5 on 2.9 df, p ~ 0.0007, and 50 % apart: separated, so declared is best and ranks alone
+    assert ranking.groups == [["declared"], ["slow"]] and ranking.best == "declared"
+    assert by_name["declared"].rank == 1 and by_name["slow"].rank == 2 and by_name["slow"].tied_with == []
+    assert by_name["slow"].interval["n"] == 3 and by_name["slow"].objective == pytest.approx(1.0)
+
+
+def test_the_interval_is_students_t_over_the_repetitions() -> None:
+    found = interval_of([1.0, 2.0, 3.0])  # mean 2, sd 1, t(0.975, 2) = 4.3027: 2 +- 4.3027 / sqrt(3)
+    assert found.mean == 2.0 and found.sd == pytest.approx(1.0)
+    assert (found.low, found.high) == (pytest.approx(2 - 2.48416, abs=1e-4), pytest.approx(2 + 2.48416, abs=1e-4))
+    single = interval_of([5.0])
+    assert single.low is None and single.high is None and single.sd is None
+
+
+def test_ties_overlaps_and_one_repetition_name_no_best_arm() -> None:
+    # twins: 1 % apart within a spread of 1 %: t = 1 / sqrt(1/3 + 1/3) = 1.22, p = 0.29: a tie
+    twins = rank_by_repetitions({"a": [100.0, 101.0, 99.0], "b": [101.0, 102.0, 100.0]}, True, 0.05)
+    assert twins.best is None and twins.tied_for_first == ["b", "a"] and twins.ranks == {"a": 1, "b": 1}
+    assert twins.pairs[0].why.startswith("tied: Holm-adjusted p 0.2")
+    # 2 % apart within a spread of 0.1 %: certain, and too small to act on: a tie all the same
+    close = rank_by_repetitions({"a": [100.0, 100.1, 99.9], "b": [102.0, 102.1, 101.9]}, True, 0.05)
+    assert close.best is None and close.pairs[0].significant and not close.pairs[0].separated
+    assert close.pairs[0].why == "tied: the difference (2.0%) is under min_difference 5%"
+    # a chain: top ~ mid and mid ~ low (spread too wide to tell), top far from low
+    chain = rank_by_repetitions({"top": [10.0, 10.2, 9.8], "mid": [8.0, 10.0, 6.0], "low": [5.0, 5.1, 4.9]},
+                                True, 0.05)
+    assert chain.ranks == {"top": 1, "mid": 1, "low": 2} and chain.groups == [["top", "mid"], ["low"]]
+    assert chain.tied_with == {"top": ["mid"], "mid": ["top", "low"], "low": ["mid"]} and chain.best is None
+    # one repetition each: no interval, no test, no best, however far apart
+    once = rank_by_repetitions({"a": [1.0], "b": [100.0]}, True, 0.05)
+    assert once.best is None and once.pairs[0].p is None and once.tied_for_first == ["b", "a"]
+    # lower is better for cost
+    cost = rank_by_repetitions({"cheap": [0.20, 0.21, 0.19], "dear": [0.90, 0.92, 0.88]}, False, 0.05)
+    assert cost.best == "cheap" and cost.ranks == {"cheap": 1, "dear": 2}
+
+
+def test_rounds_rotate_the_arms_order() -> None:
+    campaign = _arms("a", "b", "c", repetitions=3)
+    assert [(r, arm.name) for r, arm in turns(campaign)] == [
+        (1, "a"), (1, "b"), (1, "c"), (2, "b"), (2, "c"), (2, "a"), (3, "c"), (3, "a"), (3, "b")]
+
+
+def test_a_gate_on_the_best_arm_of_a_tie_fails_saying_which_arms_tie() -> None:
+    from passport.judge import campaign_record, evaluate_campaign_gate, parse_condition
+    from passport.judge._campaign import Progress
+
+    campaign = _arms("a", "b")
+    record = campaign_record(campaign, "campaign.yaml", "0" * 64,
+                             [*_reps("a", [10.0, 10.1, 9.9]), *_reps("b", [10.05, 10.0, 9.95])], "t", Progress())
+    assert record["best"] is None and record["tied_for_first"] == ["a", "b"]
+    conditions = [parse_condition("arms.best.goodput.requests_per_s > 1", resolve_campaign_name),
+                  parse_condition("arms.a.goodput.requests_per_s > 1", resolve_campaign_name)]
+    best, named = evaluate_campaign_gate(record, conditions)
+    assert not best.passed and best.message.startswith("no best arm: a and b tie for first")
+    assert named.passed is False  # the row's goodput figure comes from passports this record has none of
+    assert "4. goodput.requests_per_s: a and b tie" in record["advice"][3]
 
 
 def test_campaign_gate_names_resolve_or_say_what_exists() -> None:
@@ -144,3 +211,21 @@ def test_a_campaign_given_to_run_says_which_command_runs_it(tmp_path: Path) -> N
         load_spec(path)
     campaign, specs, raw = load_campaign(path)
     assert raw == BASE and list(specs) == ["a", "b"] and campaign.objective == "goodput.requests_per_s"
+
+
+def test_the_pairwise_tests_and_intervals_agree_with_scipy() -> None:
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    values = {name: list(rng.normal(mean, 0.08 * mean, 4)) for name, mean in (("a", 10.0), ("b", 11.0), ("c", 14.0))}
+    ranking = rank_by_repetitions(values, True, 0.05)
+    raw = {(p.a, p.b): stats.ttest_ind(values[p.a], values[p.b], equal_var=False).pvalue for p in ranking.pairs}
+    ordered = sorted(raw.values())
+    for pair in ranking.pairs:  # Holm by hand: the i-th smallest p times (m - i), kept monotone
+        assert pair.p == pytest.approx(raw[pair.a, pair.b], rel=1e-6)
+        i = ordered.index(raw[pair.a, pair.b])
+        expected = max(min(1.0, (len(ordered) - j) * ordered[j]) for j in range(i + 1))
+        assert pair.p_holm == pytest.approx(expected, rel=1e-6)
+    found = interval_of(values["c"])
+    mean, half = np.mean(values["c"]), stats.t.ppf(0.975, 3) * np.std(values["c"], ddof=1) / 2.0
+    assert (found.low, found.high) == (pytest.approx(mean - half), pytest.approx(mean + half))

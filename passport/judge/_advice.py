@@ -8,26 +8,15 @@ recomputes them."""
 from __future__ import annotations
 
 import shlex
-from typing import Any, Protocol
+from typing import TYPE_CHECKING
 
 from passport.judge._ranking import Ranking, rank_by_repetitions
 from passport.model import OBJECTIVES, CampaignSpec
 
+if TYPE_CHECKING:  # _campaign imports this module
+    from passport.judge._campaign import ArmSummary
+
 __all__ = ["advice", "name_list"]
-
-
-class _Arm(Protocol):
-    name: str
-    status: str
-    reason: str | None
-    fit: dict[str, Any] | None
-    kv_tokens: dict[str, int | None]
-    slo_met: bool | None
-    objective: float | None
-    interval: dict[str, float | int | None]
-    cost: dict[str, Any] | None
-    canaries: str | None
-    repetitions: list[dict[str, Any]]
 
 
 def name_list(names: list[str]) -> str:
@@ -39,13 +28,13 @@ def _value(v: float | None) -> str:
     return "—" if v is None else f"{v:.4g}"
 
 
-def _with_interval(arm: _Arm) -> str:
+def _with_interval(arm: ArmSummary) -> str:
     low, high = arm.interval["low"], arm.interval["high"]
     band = f" [{_value(low)}, {_value(high)}]" if low is not None and high is not None else " (no interval)"
     return f"{arm.name} {_value(arm.objective)}{band}"
 
 
-def _fit(arms: list[_Arm]) -> str:
+def _fit(arms: list[ArmSummary]) -> str:
     said = []
     for arm in arms:
         if arm.fit is not None:
@@ -58,7 +47,7 @@ def _fit(arms: list[_Arm]) -> str:
                       "said its context realized what it asked for")
 
 
-def _correct(arms: list[_Arm]) -> str:
+def _correct(arms: list[ArmSummary]) -> str:
     by_status: dict[str, list[str]] = {}
     for arm in arms:
         if arm.status not in ("does_not_fit", "failed", "held") and arm.canaries is not None:
@@ -78,7 +67,7 @@ def _correct(arms: list[_Arm]) -> str:
     return "Correct: " + ("; ".join(said) or "no arm was timed")
 
 
-def _slo(campaign: CampaignSpec, arms: list[_Arm]) -> str:
+def _slo(campaign: CampaignSpec, arms: list[ArmSummary]) -> str:
     slo = campaign.run.get("slo") or {}
     if not slo:
         return "SLO: none declared"
@@ -92,7 +81,7 @@ def _slo(campaign: CampaignSpec, arms: list[_Arm]) -> str:
             + (f"; missed by {', '.join(missed)}" if missed else ""))
 
 
-def _objective(campaign: CampaignSpec, ranked: list[_Arm], ranking: Ranking) -> str:
+def _objective(campaign: CampaignSpec, ranked: list[ArmSummary], ranking: Ranking) -> str:
     objective = campaign.objective
     if not ranked:
         return f"{objective}: no arm ranked"
@@ -106,14 +95,14 @@ def _objective(campaign: CampaignSpec, ranked: list[_Arm], ranking: Ranking) -> 
     if any(a.interval["low"] is None for a in tied):
         return (f"{objective}: {', '.join(_with_interval(a) for a in tied)}: one repetition each, so no interval "
                 "exists and no arm is named best (set repetitions: 3 or more)")
-    rest = [g for g in ranking.groups[1:]]
+    rest = ranking.groups[1:]
     below = "; below them: " + "; ".join(", ".join(g) for g in rest) if rest else ""
     return (f"{objective}: {name_list([a.name for a in tied])} tie (no difference between them both survives "
             f"Holm at 5 % and reaches {campaign.min_difference:.0%}): {', '.join(_with_interval(a) for a in tied)}"
             f"{below}; choose on cost or simplicity")
 
 
-def _cost_values(arm: _Arm) -> list[float]:
+def _cost_values(arm: ArmSummary) -> list[float]:
     found = [r["cost"].get("usd_per_million_tokens_at_goodput") or r["cost"].get("usd_per_million_tokens")
              for r in arm.repetitions if r.get("cost")]
     return [float(v) for v in found if v is not None]
@@ -132,8 +121,8 @@ def _moving_parts(campaign: CampaignSpec, names: list[str]) -> str:
             + ", ".join(f"{n} {c}" for n, c in counts.items() if n not in simplest) + ")")
 
 
-def _cost(campaign: CampaignSpec, ranked: list[_Arm], ranking: Ranking, managed: list[str]) -> str:
-    priced = {a.name: _cost_values(a) for a in ranked if _cost_values(a)}
+def _cost(campaign: CampaignSpec, ranked: list[ArmSummary], ranking: Ranking, managed: list[str]) -> str:
+    priced = {a.name: values for a in ranked if (values := _cost_values(a))}
     line = "Cost: " + ("no cost declared (cost: gpu_hour_usd or prices)" if not priced else
                        "USD per million tokens at goodput: " + ", ".join(
                            f"{n} {_value(sum(v) / len(v))}" for n, v in priced.items()))
@@ -185,7 +174,7 @@ def _operations(campaign: CampaignSpec) -> str:
     return "Operations: " + "; ".join(said)
 
 
-def advice(campaign: CampaignSpec, arms: list[Any], ranking: Ranking, managed: list[str]) -> list[str]:
+def advice(campaign: CampaignSpec, arms: list[ArmSummary], ranking: Ranking, managed: list[str]) -> list[str]:
     """The numbered lines of a campaign's advice (see the module docstring)."""
     ranked = [a for a in arms if a.status == "ranked"]
     lines = [_fit(arms), _correct(arms), _slo(campaign, arms), _objective(campaign, ranked, ranking),

@@ -82,11 +82,10 @@ def compare_arm_sets(folder: Path, record: dict[str, Any], base: str, other: str
     holm(tests, alpha)
     metrics = []
     for metric, stat, mean_a, mean_b, test in pending:
-        m = MetricComparison(metric, stat, mean_a, mean_b, None, "")
-        verdict = ("fewer than two repetitions in an arm: not tested" if test is None
-                   else difference_verdict(m, test, min_effect))
-        metrics.append(MetricComparison(metric, stat, mean_a, mean_b, None, verdict,
-                                        None if test is None else test.p_adjusted, None if test is None else test.p))
+        m = MetricComparison(metric, stat, mean_a, mean_b, None, "fewer than two repetitions in an arm: not tested")
+        if test is not None:
+            m.verdict, m.p, m.p_raw = difference_verdict(m, test, min_effect), test.p_adjusted, test.p
+        metrics.append(m)
     n = {name: sum(1 for r in arms[name]["repetitions"] if r["run"]) for name in (base, other)}
     return ArmComparison(str(record["name"]), base, other, n[base], n[other], alpha, min_effect, metrics)
 

@@ -134,18 +134,16 @@ class _Campaign:
     def done(self, arm: str, round_: int) -> bool:
         return any(r.name == arm and r.round == round_ and not _cut(r) for r in self.rows)
 
-    def stopped(self, arm: str) -> bool:
-        """Whether the arm can no longer be ranked (a repetition ended otherwise, or its model or
-        precision broke an invariant), so is not run again."""
+    def unrankable(self) -> set[str]:
+        """The arms that can no longer be ranked (a repetition ended otherwise, or its model or
+        precision broke an invariant), so are not run again."""
         rows = [r for r in self.rows if not _cut(r)]
-        if not any(r.name == arm for r in rows):
-            return False
-        arms, _ = summarize_arms(rows, self.campaign)
-        return next(a.status for a in arms if a.name == arm) != "ranked"
+        return {a.name for a in summarize_arms(rows, self.campaign)[0] if a.status != "ranked"} if rows else set()
 
     def not_run(self) -> list[str]:
+        stopped = self.unrankable()
         return [f"{arm.name} round {r}" for r, arm in turns(self.campaign)
-                if not self.done(arm.name, r) and not self.stopped(arm.name)]
+                if not self.done(arm.name, r) and arm.name not in stopped]
 
     def write(self, interrupted: bool) -> dict[str, Any]:
         record = campaign_record(self.campaign, CAMPAIGN_SPEC_FILE, self.digest, self.rows, self.created,
@@ -208,7 +206,7 @@ def _run_turns(state: _Campaign, progress: ProgressFactory | None, say: Callable
     record = state.write(interrupted=False)
     try:
         for round_, arm in turns(state.campaign):
-            if state.done(arm.name, round_) or state.stopped(arm.name):
+            if state.done(arm.name, round_) or arm.name in state.unrankable():
                 continue
             state.turn(round_, arm, progress, say)
             record = state.write(interrupted=False)

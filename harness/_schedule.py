@@ -53,6 +53,7 @@ SCHEDULE_SCHEMA = pa.schema(
 )
 
 _CLOSED_POOL_DEFAULT = 512
+DEFAULT_STREAMS = 64  # connections kept open by an open loop without an in-flight cap
 
 
 # The most requests one schedule holds: it and the request pool are built in memory before the
@@ -194,6 +195,12 @@ class LoadSpec(BaseModel):
     @property
     def open_loop(self) -> bool:
         return self.pattern != "closed"
+
+    @property
+    def streams(self) -> int:
+        """Connections the load keeps open at most: its users (closed loop) or its in-flight cap,
+        else DEFAULT_STREAMS."""
+        return self.concurrency or DEFAULT_STREAMS
 
     def __str__(self) -> str:
         if self.pattern == "closed":

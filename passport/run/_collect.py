@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from importlib import metadata
@@ -36,9 +37,7 @@ def collect_launcher(
     binary = launcher.argv[0]
     resolved = binary if os.path.isabs(binary) else None
     if resolved is None:
-        from shutil import which
-
-        resolved = which(binary, path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
+        resolved = shutil.which(binary, path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
     if resolved and os.path.isfile(resolved):
         real = os.path.realpath(resolved)
         fields["engine.binary"] = SourcedValue(value=real, source="launcher")

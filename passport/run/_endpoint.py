@@ -77,10 +77,12 @@ class Access:
                           ca_file=self.ca_file, limits=self.limits)
 
 
-def access(spec: RunSpec, headers: dict[str, str], launcher: EngineLauncher | None = None) -> Access:
-    """The spec's way to its endpoint: endpoint.base_url, else the launched engine's (credentials
-    in the URL, if any, are carried by `headers` and stripped from it)."""
-    base_url = spec.endpoint.base_url or (launcher.base_url if launcher is not None else None)
+def access(spec: RunSpec, headers: dict[str, str], launcher: EngineLauncher | None = None,
+           base_url: str | None = None) -> Access:
+    """The spec's way to its endpoint: `base_url` (where a run already found it), else
+    endpoint.base_url, else the launched engine's (credentials in the URL, if any, are carried by
+    `headers` and stripped from it)."""
+    base_url = base_url or spec.endpoint.base_url or (launcher.base_url if launcher is not None else None)
     assert base_url is not None, "a spec without endpoint.base_url declares an engine"
     t, lim = spec.timeouts, spec.limits
     return Access(strip_userinfo(base_url)[0], headers, spec.endpoint.ca_file,

@@ -53,6 +53,7 @@ from passport.run._disk import check_room, make_run_folder, need_bytes
 from passport.run._endpoint import access, auth_headers, engine_launcher, model_of
 from passport.run._identity import complete_identity, probe_endpoint
 from passport.run._interrupts import Interrupts
+from passport.run._phase import TimedInputs
 from passport.run._plan import (
     declare,
     plan_workload,
@@ -64,13 +65,14 @@ from passport.run._plan import (
 )
 from passport.run._pool import build_pool
 from passport.run._prefix_cache import apply_prefix_cache_policy, resolve_policy
-from passport.run._recover import join_leftover_parts
+from passport.run._ray import connect_ray
 from passport.run._replay import write_probes
+from passport.run._shards import join_leftover_parts
 from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed
 from passport.run._telemetry import choose_sources
-from passport.run._timed import TimedInputs, run_timed_phase
+from passport.run._timed import run_timed_phase
 from passport.run._tokenize_check import N_CHECKED, tokenizer_check
-from passport.run._workers import resolve_workers
+from passport.run._worker_count import resolve_workers
 from workloads import entry_rows, load_tokenizer
 
 __all__ = ["RunOutcome", "execute", "open_run", "identify", "plan", "gate_on_canaries", "prepare", "time_run"]
@@ -197,7 +199,7 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     say(f"prefix cache {prefix_cache['policy']}"
         + (f" ({prefix_cache['chosen']})" if spec.prefix_cache == "auto" else "") + f": {prefix_cache['method']}")
     say(requests_line(spec, params, planned.max_tokens_is_target))
-    client = found.access.streams(max_idle=spec.load.concurrency or 64)
+    client = found.access.streams(max_idle=spec.load.streams)
     pool, structured_form = build_pool(spec, planned.request_set, client, found.model_id, found.engine, params,
                                        planned.max_tokens_is_target, salt_of(spec, run.run_id))
     check = None
@@ -302,8 +304,6 @@ def execute(
     harness = collect_harness(RAW_SCHEMA_VERSION)
     try:
         if spec.load.backend == "ray":  # before anything is launched or sent
-            from passport.run._ray import connect_ray
-
             connect_ray(spec, say)
         if owns_engine:
             launcher = engine_launcher(spec, run.folder / "engine.log")

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -40,13 +41,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import RAW_TABLES, EndpointError, RepetitionResult, WorkerShare, real_dir, write_new
+from harness import EndpointError, WorkerShare
 from passport._errors import SpecError
+from passport.model import RunSpec
 from passport.run._clock_echo import ClockEcho, measure_offset
-from passport.run._recover import join_leftover_parts
-from passport.run._workers import WORKERS_DIR, Report, coordinate, merge_shards, worker_phase
+from passport.run._endpoint import access, auth_headers
+from passport.run._fleet import Report, coordinate, report_of, worker_phase
+from passport.run._phase import Part, TimedInputs, TimedOutcome, run_loop
+from passport.run._shards import merge_shards, shard_bytes, write_shard
+from passport.run._stages import Say
 
-__all__ = ["connect_ray", "run_with_ray", "alive_nodes", "CLOCK_BOUND_NS"]
+__all__ = ["connect_ray", "RayActors", "alive_nodes", "CLOCK_BOUND_NS"]
 
 CLOCK_BOUND_NS = 1_000_000  # an offset uncertain (or moving) by more than this is not bounded
 _PROBES = 16
@@ -71,7 +76,7 @@ def _reachable(address: str) -> None:
                             "load.ray_address; nothing was sent") from None
 
 
-def connect_ray(spec: Any, say: Any) -> dict[str, Any]:
+def connect_ray(spec: RunSpec, say: Say) -> dict[str, Any]:
     """Connect to the spec's Ray cluster (before anything is sent); its nodes, for the protocol."""
     try:
         import ray
@@ -100,16 +105,12 @@ def alive_nodes() -> int:
 
 
 @dataclass(frozen=True)
-class _Part:
-    """What every actor gets once, through the object store (no secret: see the module docstring)."""
+class _Shipped:
+    """What every actor gets once, through the object store: the run's part (t0 on the
+    coordinator's clock) and where to send (no secret: see the module docstring)."""
 
-    spec: Any
+    part: Part
     base_url: str
-    schedule: Any
-    pool: Any
-    entries: list[int]
-    tokenizer: Any
-    t0_ns: int  # on the coordinator's clock
 
 
 def _actor_classes() -> tuple[Any, Any, Any]:
@@ -131,21 +132,12 @@ def _actor_classes() -> tuple[Any, Any, Any]:
         def node(self) -> str:
             return str(ray.get_runtime_context().get_node_id())
 
-        def run(self, part: _Part, worker: int, workers: int, offset_ns: int, control: Any,
+        def run(self, shipped: _Shipped, worker: int, workers: int, offset_ns: int, control: Any,
                 barrier: Any) -> tuple[list[tuple[int, int, int]], str | None, dict[str, bytes]]:
-            from harness import Endpoint, HttpClient, Limits, Timeouts
-            from passport.run._endpoint import auth_headers
-
+            part = shipped.part
             spec = part.spec
-            t, lim = spec.timeouts, spec.limits
-            client = HttpClient(Endpoint.parse(part.base_url), Timeouts(t.connect_s, t.first_byte_s, t.stall_s,
-                                                                        t.total_s),
-                                max_idle=spec.load.concurrency or 64, extra_headers=auth_headers(spec),
-                                ca_file=spec.endpoint.ca_file,
-                                limits=Limits(lim.bytes_per_response, lim.bytes_per_event, lim.events_per_response,
-                                              lim.header_bytes))
-            local = _Part(spec, part.base_url, part.schedule, part.pool, part.entries, part.tokenizer,
-                          part.t0_ns + offset_ns)  # the run's clock, on this host
+            client = access(spec, auth_headers(spec), base_url=shipped.base_url).streams(max_idle=spec.load.streams)
+            local = dataclasses.replace(part, t0_ns=part.t0_ns + offset_ns)  # the run's clock, on this host
             self.folder = Path(tempfile.mkdtemp(prefix=f"passport-w{worker}-"))
 
             async def start(rep: int) -> None:  # hosts' clocks differ: each starts on its own at the release
@@ -155,15 +147,11 @@ def _actor_classes() -> tuple[Any, Any, Any]:
             async def stopped() -> bool:
                 return bool(await control.stopped.remote())
 
-            phase = worker_phase(local, client, WorkerShare(worker, workers, start), self.folder, stopped, None)
-            try:
-                import uvloop
-                results, reason = uvloop.run(phase)
-            except ImportError:
-                results, reason = asyncio.run(phase)
+            results, reason = run_loop(worker_phase(local, client, WorkerShare(worker, workers, start), self.folder,
+                                                    stopped, None))
             if reason is not None:
                 control.stop.remote()
-            return [(r.repetition, r.sent, r.pool_cycles) for r in results], reason, _shard_bytes(self.folder)
+            return (*report_of(results, reason), shard_bytes(self.folder))
 
     @ray.remote(num_cpus=0)
     class Control:
@@ -193,13 +181,6 @@ def _actor_classes() -> tuple[Any, Any, Any]:
     return Worker, Control, Barrier
 
 
-def _shard_bytes(folder: Path) -> dict[str, bytes]:
-    """A worker's shard as Parquet bytes by table name (parts joined first)."""
-    join_leftover_parts(folder)
-    return {name: (folder / f"{name}.parquet").read_bytes() for name, _ in RAW_TABLES
-            if (folder / f"{name}.parquet").is_file()}
-
-
 def _clock(actor: Any) -> tuple[int, int, str]:
     """(offset of the actor's clock from ours, its uncertainty, how it was measured): round trips
     to the actor's clock echo, or Ray calls where the echo cannot be reached."""
@@ -220,7 +201,7 @@ def _clock(actor: Any) -> tuple[int, int, str]:
 
 
 class _Actors:
-    """The Ray workers as the coordinator sees them (passport.run._workers.Fleet)."""
+    """The Ray workers as the coordinator sees them (a passport.run._fleet.Fleet)."""
 
     def __init__(self, running: dict[Any, int], nodes: list[str], control: Any) -> None:
         self.running, self.nodes, self.control = running, nodes, control
@@ -274,49 +255,54 @@ class _Actors:
                                "records so far are kept")
 
 
-def run_with_ray(inputs: Any, workers: int, base_url: str) -> tuple[list[RepetitionResult], str | None,
-                                                                     dict[str, Any]]:
-    """Start the actors, measure their clocks, run them under the coordinator (engine watch,
-    telemetry, canaries under load, as a local run), collect and merge their shards; returns the
-    repetitions, the stop reason and the clock record for the protocol."""
-    import ray
+class RayActors:
+    """The Backend of `load.backend: ray`: start the actors, measure their clocks, run them under
+    the coordinator (engine watch, telemetry, canaries under load, as a local run), collect and
+    merge their shards; the outcome carries the clock record for the protocol."""
 
-    Worker, Control, Barrier = _actor_classes()
-    control, barrier = Control.remote(), Barrier.remote(workers)
-    actors = [Worker.options(scheduling_strategy="SPREAD").remote() for _ in range(workers)]
-    nodes = ray.get([a.node.remote() for a in actors])
-    before = [_clock(a) for a in actors]
-    part = ray.put(_Part(inputs.spec, base_url, inputs.schedule, inputs.pool, inputs.entries, inputs.tokenizer,
-                         inputs.t0_ns))
-    running = {actors[k].run.remote(part, k, workers, before[k][0], control, barrier): k for k in range(workers)}
-    fleet = _Actors(running, nodes, control)
-    try:
-        import uvloop
-        repetitions, reason = uvloop.run(coordinate(inputs, fleet))
-    except ImportError:
-        repetitions, reason = asyncio.run(coordinate(inputs, fleet))
-    after = [_clock(a) if k in fleet.reports else (before[k][0], -1, "") for k, a in enumerate(actors)]
-    folder = Path(inputs.folder) / WORKERS_DIR
-    for k, shard in fleet.shards.items():
-        shard_dir = real_dir(folder / f"w{k}")
-        for name, data in shard.items():
-            write_new(shard_dir / f"{name}.parquet", data)
-    merge_shards(Path(inputs.folder), workers)
-    for actor in actors:
-        ray.kill(actor)
+    def __init__(self, workers: int, base_url: str) -> None:
+        self.workers, self.base_url = workers, base_url
+
+    def run(self, inputs: TimedInputs) -> TimedOutcome:
+        import ray
+
+        workers = self.workers
+        Worker, Control, Barrier = _actor_classes()
+        control, barrier = Control.remote(), Barrier.remote(workers)
+        actors = [Worker.options(scheduling_strategy="SPREAD").remote() for _ in range(workers)]
+        nodes = ray.get([a.node.remote() for a in actors])
+        before = [_clock(a) for a in actors]
+        shipped = ray.put(_Shipped(inputs.part, self.base_url))
+        running = {actors[k].run.remote(shipped, k, workers, before[k][0], control, barrier): k
+                   for k in range(workers)}
+        fleet = _Actors(running, nodes, control)
+        repetitions, reason = run_loop(coordinate(inputs, fleet))
+        after = [_clock(a) if k in fleet.reports else (before[k][0], -1, "") for k, a in enumerate(actors)]
+        for k, shard in fleet.shards.items():
+            write_shard(inputs.folder, k, shard)
+        merge_shards(inputs.folder, workers)
+        for actor in actors:
+            ray.kill(actor)
+        return TimedOutcome(repetitions, reason, {"clocks": _clock_record(nodes, before, after)})
+
+
+def _clock_record(nodes: list[str], before: list[tuple[int, int, str]],
+                  after: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
+    """Each actor's clock offset before and after the run, its uncertainty, how it was measured
+    and whether it stayed within CLOCK_BOUND_NS (an uncertainty of -1: not measured after)."""
     clocks = []
-    for k in range(workers):
+    for k, node in enumerate(nodes):
         (offset, uncertainty, via), (offset_after, uncertainty_after, _) = before[k], after[k]
         drift = abs(offset_after - offset) if uncertainty_after >= 0 else None
         bound = max(uncertainty, uncertainty_after) + (drift or 0)
-        clocks.append({"worker": k, "node": nodes[k], "offset_ns": offset, "uncertainty_ns": uncertainty,
+        clocks.append({"worker": k, "node": node, "offset_ns": offset, "uncertainty_ns": uncertainty,
                        "offset_after_ns": offset_after if uncertainty_after >= 0 else None,
                        "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None, "via": via,
                        "bounded": drift is not None and bound <= CLOCK_BOUND_NS})
-    return repetitions, reason, {"clocks": clocks}
+    return clocks
 
 
 def _salvage(worker: int) -> dict[str, bytes]:
     """On a dead worker's host: the shard it left in its temporary folder."""
     folders = sorted(Path(tempfile.gettempdir()).glob(f"passport-w{worker}-*"), key=os.path.getmtime)
-    return _shard_bytes(folders[-1]) if folders else {}
+    return shard_bytes(folders[-1]) if folders else {}

@@ -13,29 +13,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness import RAW_TABLES, join_parts
 from passport._errors import RunFolderError
 from passport.audit import RunState, load_table
 from passport.model import Passport, PassportDraft
 from passport.run._assemble import DRAFT_FILE, finalize, write_passport
 from passport.run._plan import utc_now
+from passport.run._shards import join_leftover_parts, merge_shards, shard_numbers
 
-__all__ = ["recover", "join_leftover_parts"]
+__all__ = ["recover"]
 
-
-
-def join_leftover_parts(folder: Path) -> int:
-    """Join any `<name>.parts/` left in `folder` into `<name>.parquet` (an empty table where a
-    run recorded nothing); returns how many parts folders there were."""
-    joined = 0
-    for name, schema in RAW_TABLES:
-        parts = folder / f"{name}.parts"
-        if parts.is_dir():
-            join_parts(folder, name, schema)
-            joined += 1
-        elif not (folder / f"{name}.parquet").is_file():
-            join_parts(folder, name, schema)
-    return joined
 
 
 def recover(run_dir: Path) -> Passport:
@@ -53,9 +39,7 @@ def recover(run_dir: Path) -> Passport:
                              "measured and there is nothing to recover")
     draft = PassportDraft.model_validate_json(draft_path.read_text())
     parts = join_leftover_parts(folder)
-    from passport.run._workers import WORKERS_DIR, merge_shards  # (it imports this module)
-
-    shards = sorted(int(p.name[1:]) for p in (folder / WORKERS_DIR).glob("w[0-9]*") if p.name[1:].isdigit())
+    shards = shard_numbers(folder)
     if shards:  # a run sent by worker processes: their shards hold the requests
         parts += len(shards)
         merge_shards(folder, shards[-1] + 1)

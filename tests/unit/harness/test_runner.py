@@ -81,7 +81,7 @@ def test_open_loop_sends_in_schedule_order_at_the_deadlines(tmp_path: Path) -> N
     intended = [r["intended_ns"] for r in rows]
     assert [b - a for a, b in zip(intended, intended[1:])] == [10_000_000] * 5
     for r in rows:  # the runner sent at its deadline, never before; how soon after is the benchmarks' question
-        # (benchmarks/schedule_fidelity.py): a busy machine delays a wake-up by some ms, while a
+        # (benchmarks/trace_replay.py): a busy machine delays a wake-up by some ms, while a
         # runner that waited for the wrong deadline would be a whole 10 ms gap or more off
         assert 0 <= r["sent_ns"] - r["intended_ns"] < 10_000_000
         assert r["outcome"] == "ok" and r["completion_tokens"] == 3 and r["n_token_chunks"] == 3

@@ -58,7 +58,8 @@ from passport.audit._metrics import (
     request_latencies,
     stat,
 )
-from passport.audit._results import RunData, compute_results, per_request_samples, read_run, tokens_per_s_per_user
+from passport.audit._results import compute_results, per_request_samples, read_run, tokens_per_s_per_user
+from passport.audit._run_data import RunData
 from passport.audit._server_stats import server_summary
 from passport.audit._signature import KEY_DIR_ENV, KEY_ENV, key_fingerprint, sign_content, signature_problem
 from passport.audit._slo import requests_meeting

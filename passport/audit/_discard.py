@@ -10,35 +10,22 @@ nothing and is listed as not evaluable, with the reason.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 
 from passport.audit._declared import Declarations, DiscardRule
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, stat, stat_value
+from passport.audit._run_data import RunData
 from passport.audit._types import DiscardedFigures, DiscardFigures
 
-__all__ = ["RepetitionData", "evaluate_discards", "OOM_PATTERN"]
+__all__ = ["evaluate_discards", "OOM_PATTERN"]
 
 OOM_PATTERN = re.compile(r"out of memory|outofmemory|memoryerror|std::bad_alloc|failed to allocate|oom[- ]kill",
                          re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class RepetitionData:
-    """What the rules read, one row per request of the run (all phases)."""
-
-    requests: pa.Table
-    telemetry: pa.Table | None
-    engine_log: str
-    latencies: dict[str, np.ndarray]
-    itl_by_request: dict[int, np.ndarray]
-    canaries: pa.Table | None = None
-
-
-def _engine_exit_repetitions(data: RepetitionData, rep: np.ndarray) -> set[int]:
+def _engine_exit_repetitions(data: RunData, rep: np.ndarray) -> set[int]:
     """Repetitions during which the launched engine exited: the last one started before the exit."""
     if data.telemetry is None or not data.telemetry.num_rows:
         return set()
@@ -54,7 +41,7 @@ def _engine_exit_repetitions(data: RepetitionData, rep: np.ndarray) -> set[int]:
     return hit
 
 
-def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, measured: np.ndarray,
+def _evaluate(rule: DiscardRule, r: int, data: RunData, rep: np.ndarray, measured: np.ndarray,
               success: np.ndarray, exited: set[int], capacity: int | None) -> tuple[bool, Any, str] | None:
     """(discard?, measured value, message) for one rule and repetition; None: not evaluable."""
     in_rep = rep == r
@@ -87,7 +74,7 @@ def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, 
     ok = m & success
     if rule.metric == "itl.chunk":
         ids = numeric_column(data.requests, "request_id")[ok]
-        parts = [data.itl_by_request[int(i)] for i in ids.tolist() if int(i) in data.itl_by_request]
+        parts = [data.gaps_by_request[int(i)] for i in ids.tolist() if int(i) in data.gaps_by_request]
         samples = np.concatenate(parts) if parts else np.zeros(0)
     else:
         samples = data.latencies[rule.metric][ok]
@@ -98,7 +85,7 @@ def _evaluate(rule: DiscardRule, r: int, data: RepetitionData, rep: np.ndarray, 
     return hit, float(value), f"{rule.metric}.{rule.stat} = {value * 1000:.3f} ms over this repetition"
 
 
-def _canary_failed(data: RepetitionData, in_rep: np.ndarray) -> tuple[bool, Any, str] | None:
+def _canary_failed(data: RunData, in_rep: np.ndarray) -> tuple[bool, Any, str] | None:
     """Canary cases sampled under load whose send falls within the repetition's span."""
     if data.canaries is None or not data.canaries.num_rows:
         return None
@@ -117,7 +104,7 @@ def _canary_failed(data: RepetitionData, in_rep: np.ndarray) -> tuple[bool, Any,
                                                    f"during it failed" + (f" ({', '.join(ids)})" if ids else ""))
 
 
-def _capacity(data: RepetitionData, in_rep: np.ndarray, capacity: int) -> tuple[bool, Any, str]:
+def _capacity(data: RunData, in_rep: np.ndarray, capacity: int) -> tuple[bool, Any, str]:
     """The repetition's largest request (prompt + max_tokens) against the realized context."""
     prompt = np.fmax(numeric_column(data.requests, "prompt_tokens"),
                      numeric_column(data.requests, "input_tokens_client"))
@@ -131,7 +118,7 @@ def _capacity(data: RepetitionData, in_rep: np.ndarray, capacity: int) -> tuple[
 _NOT_EVALUABLE = {"capacity_below_workload": "the engine reported no per-sequence context capacity"}
 
 
-def evaluate_discards(decl: Declarations, data: RepetitionData) -> DiscardFigures:
+def evaluate_discards(decl: Declarations, data: RunData) -> DiscardFigures:
     """{"rules", "discarded": [{repetition, rule, measured, message}], "not_evaluable": [{rule, reason}]}."""
     requests = data.requests
     rep = numeric_column(requests, "repetition")

@@ -17,15 +17,15 @@ Conventions (the metric definitions themselves are in `_metrics.py`):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 
 from passport.audit._cost import cost_figures
-from passport.audit._declared import Declarations, read_declared
-from passport.audit._discard import RepetitionData, evaluate_discards
+from passport.audit._declared import read_declared
+from passport.audit._discard import evaluate_discards
 from passport.audit._files import load_table
 from passport.audit._metrics import (
     METRICS,
@@ -38,13 +38,13 @@ from passport.audit._metrics import (
     stat,
     superseded,
 )
+from passport.audit._run_data import RunData
 from passport.audit._server_stats import server_summary
 from passport.audit._slo import requests_meeting, target_results
 from passport.audit._traffic import traffic_results
 from passport.audit._types import (
     CacheUsageFigures,
     ClientFigures,
-    DiscardFigures,
     PeakMemoryFigures,
     ResultsFigures,
     ServerFigures,
@@ -90,32 +90,6 @@ def _engine_log(run_dir: Path) -> str:
     return path.read_text(errors="replace") if path.is_file() else ""
 
 
-@dataclass(frozen=True)
-class RunData:
-    """A run folder read once, with the masks every figure uses (one entry per request row)."""
-
-    requests: pa.Table
-    telemetry: pa.Table | None
-    declared: Declarations
-    latencies: dict[str, np.ndarray]
-    gaps_by_request: dict[int, np.ndarray]
-    request_ids: np.ndarray
-    repetition: np.ndarray
-    success: np.ndarray
-    measured: np.ndarray  # measure phase, repetition not discarded
-    discard: DiscardFigures
-    canaries: pa.Table | None  # canaries.parquet (gate and under-load cases), when the run has one
-
-    @property
-    def ok_measured(self) -> np.ndarray:
-        both: np.ndarray = self.measured & self.success
-        return both
-
-    @property
-    def n_failed(self) -> int:
-        return int((self.measured & ~self.success).sum())
-
-
 def read_run(run_dir: Path) -> RunData:
     """Read the raw files and apply the pre-registered discard rules (see the module docstring)."""
     run_dir = Path(run_dir)
@@ -129,13 +103,12 @@ def read_run(run_dir: Path) -> RunData:
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
     gaps = itl_gaps_by_request(load_table(run_dir, "chunks", figures_only=True), request_ids[success])
-    canaries = load_table(run_dir, "canaries")
-    discard = evaluate_discards(declared, RepetitionData(requests, telemetry, _engine_log(run_dir), latencies,
-                                                         gaps, canaries))
+    measure = (object_column(requests, "phase") == "measure") & ~superseded(requests)
+    before = RunData(requests, telemetry, declared, _engine_log(run_dir), latencies, gaps, request_ids, rep, success,
+                     load_table(run_dir, "canaries"), measure, {"rules": [], "discarded": [], "not_evaluable": []})
+    discard = evaluate_discards(declared, before)
     discarded = [d["repetition"] for d in discard["discarded"]]
-    measured = (object_column(requests, "phase") == "measure") & ~np.isin(rep, discarded) & ~superseded(requests)
-    return RunData(requests, telemetry, declared, latencies, gaps, request_ids, rep, success, measured, discard,
-                   canaries)
+    return replace(before, measured=measure & ~np.isin(rep, discarded), discard=discard)
 
 
 def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, StatFigures]]:

@@ -4,7 +4,8 @@
     passport.run     running a benchmark: open -> identify -> plan -> canaries -> timed -> assemble
     passport.audit   the auditor's arithmetic: metrics, results, declarations, validity, verify
                      (numpy and pyarrow only)
-    passport.judge   decisions over passports: compare, gate, sweep knee/saturation, capacity
+    passport.judge   decisions over passports: compare, gate, sweep knee/saturation, campaigns
+    passport.plan    the arithmetic before a measurement: capacity, fit, a month's cost
     passport.report  report.md / report.html, plots, headline lines, JUnit XML
     passport.model   the spec and the passport as pydantic models, the JSON Schema
 
@@ -19,6 +20,7 @@ from passport._lazy import lazy_names
 
 if TYPE_CHECKING:
     from passport._errors import OutputFolderError, PassportError, RunFolderError, SpecError
+    from passport._verify import Verification, verify
     from passport.model import SCHEMA_VERSION, Passport, RunSpec, load_spec, parse_spec, read_passport
     from passport.run import RunOutcome, execute
 
@@ -35,6 +37,8 @@ __all__ = [
     "load_spec",
     "parse_spec",
     "read_passport",
+    "verify",
+    "Verification",
 ]
 
 _HOME = {
@@ -43,7 +47,9 @@ _HOME = {
     "SCHEMA_VERSION": "passport.model", "Passport": "passport.model", "RunSpec": "passport.model",
     "load_spec": "passport.model", "parse_spec": "passport.model", "read_passport": "passport.model",
     "RunOutcome": "passport.run", "execute": "passport.run",
+    "verify": "passport._verify", "Verification": "passport._verify",
 }
 
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME)
+if not TYPE_CHECKING:  # for the type checker every name is imported above; unknown ones are errors
+    __getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -10,28 +10,21 @@ import hashlib
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from passport._errors import RunFolderError
+from passport.audit._types import FileFacts
 
-__all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "FileFacts", "sha256_file", "sha256_bytes", "file_entries",
+__all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "sha256_file", "sha256_bytes", "file_entries",
            "load_table", "content_sha256", "canonical_json"]
 
 SPEC_FILE = "spec.yaml"  # the spec as run (flags applied): `passport run RUN/spec.yaml` runs it again
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
              "declared.json", "canaries.parquet", "probes.jsonl", SPEC_FILE)
 REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
-
-
-class FileFacts(TypedDict):
-    """One file of the passport's `files` table."""
-
-    sha256: str
-    bytes: int
-    rows: int | None
 
 
 def sha256_bytes(data: bytes) -> str:

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from passport.audit._types import StatFigures
 
-__all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "SUCCESS_OUTCOMES",
+__all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "empty_stat", "SUCCESS_OUTCOMES",
            "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
            "REQUEST_LATENCY_IDS"]
 
@@ -161,19 +161,23 @@ def _percentile(sorted_values: np.ndarray, pct: float) -> float | None:
     return float(a) if rank == lo else float(a + (b - a) * (rank - lo))
 
 
+def empty_stat(n: int) -> StatFigures:
+    """A summary of `n` samples with every statistic null, to be filled in."""
+    return {"n": n, "mean": None, "std": None, "min": None, "max": None, "p50": None, "p90": None, "p95": None,
+            "p99": None, "p99_9": None, "ci95": None, "n_failed": None}
+
+
 def stat(samples: np.ndarray, n_failed: int = 0, with_ci: bool = True) -> StatFigures:
     """Summary of finite `samples` plus `n_failed` failures counted as +infinity."""
     values = np.sort(samples[np.isfinite(samples)])
     n = len(values) + n_failed
-    out: dict[str, Any] = {"n": int(n)}
+    out = cast(dict[str, Any], empty_stat(int(n)))
     if n_failed:
         out["n_failed"] = int(n_failed)
     if n == 0:
         return cast(StatFigures, out)
     full = np.concatenate([values, np.full(n_failed, np.inf)]) if n_failed else values
-    if n_failed:  # the mean, spread and maximum of a set holding +inf are undefined
-        out.update(mean=None, std=None, max=None)
-    else:
+    if not n_failed:  # the mean, spread and maximum of a set holding +inf are undefined
         out["mean"] = float(values.mean())
         out["std"] = float(values.std(ddof=1)) if n > 1 else 0.0
         out["max"] = float(values[-1])

@@ -31,6 +31,7 @@ from passport.audit._metrics import (
     METRICS,
     REQUEST_LATENCY_IDS,
     SUCCESS_OUTCOMES,
+    empty_stat,
     itl_gaps_by_request,
     numeric_column,
     object_column,
@@ -64,10 +65,11 @@ _NO_TIMED_PHASE = "nothing was sampled: the run had no timed phase"
 def _rate_stat(values: list[float]) -> StatFigures:
     arr = np.array(values, dtype=np.float64)
     arr = arr[np.isfinite(arr)]
-    if not len(arr):
-        return {"n": 0}
-    return {"n": int(len(arr)), "mean": float(arr.mean()), "std": float(arr.std(ddof=1)) if len(arr) > 1 else 0.0,
-            "min": float(arr.min()), "max": float(arr.max())}
+    figures = empty_stat(int(len(arr)))
+    if len(arr):
+        figures["mean"], figures["min"], figures["max"] = float(arr.mean()), float(arr.min()), float(arr.max())
+        figures["std"] = float(arr.std(ddof=1)) if len(arr) > 1 else 0.0
+    return figures
 
 
 def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -> tuple[float, int]:

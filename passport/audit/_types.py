@@ -1,14 +1,15 @@
-"""The shapes of what the auditor's arithmetic returns, as TypedDicts (JSON-shaped, no pydantic).
+"""The shapes of a passport's `results` and `validity`, as TypedDicts (JSON-shaped, no pydantic):
+the one definition of each. `compute_results` returns a `ResultsFigures`, `evaluate_rules` a list
+of `RuleFigures`: plain dicts that `verify` compares field by field with passport.json, and that
+`passport.model.Passport` validates as they are (unknown keys refused) for the written passport.
 
-`compute_results` returns a `ResultsFigures`, `evaluate_rules` a list of `RuleFigures`: plain
-dicts that `verify` compares field by field with passport.json. `passport.model` validates the
-same shapes with pydantic for the written passport; tests/unit/audit/test_types.py keeps each
-TypedDict's keys equal to its model's fields. The traffic figures of schema 1.2 (`lengths`,
-`sessions`, `checks`, `shapes`) are used by the model as they are.
+A key marked NotRequired is one an older schema version did not write yet (its reader takes it
+as null); the auditor always writes every key.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Literal, NotRequired
 
 try:  # pydantic (which validates these in passport.model) needs typing_extensions' TypedDict before 3.12
@@ -22,7 +23,7 @@ __all__ = [
     "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
     "CheckFigures", "ShapeFigures", "TrafficFigures", "ResultsFigures", "RuleFigures", "Verdict", "CanaryStatus",
-    "CanaryFailureFigures", "CanaryUnderLoadFigures", "CanaryFigures", "ValidityLimits",
+    "CanaryFailureFigures", "CanaryUnderLoadFigures", "CanaryFigures", "ValidityLimits", "FileFacts",
 ]
 
 Scalar = bool | int | float | str | None
@@ -30,23 +31,29 @@ RuleStatus = Literal["PASS", "FAIL", "WARN", "SKIP"]
 
 
 class StatFigures(TypedDict):
-    """One metric's summary (latencies in seconds); rates carry n, mean, std, min, max only."""
+    """Summary of one metric. Latencies in seconds; rates carry n, mean, std, min and max, the
+    rest null. Percentiles: linear interpolation between order statistics (numpy 'linear');
+    `ci95`: distribution-free 95 % intervals of percentiles from binomial order statistics (null
+    when n is too small). Failure-inclusive stats count each failed request as +infinity: a
+    statistic that lands on a failure is null, `n_failed` says why."""
 
     n: int
-    mean: NotRequired[float | None]
-    std: NotRequired[float | None]
-    min: NotRequired[float | None]
-    max: NotRequired[float | None]
-    p50: NotRequired[float | None]
-    p90: NotRequired[float | None]
-    p95: NotRequired[float | None]
-    p99: NotRequired[float | None]
-    p99_9: NotRequired[float | None]
-    ci95: NotRequired[dict[str, list[float] | None] | None]
-    n_failed: NotRequired[int | None]
+    mean: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    p50: float | None
+    p90: float | None
+    p95: float | None
+    p99: float | None
+    p99_9: float | None
+    ci95: dict[str, list[float] | None] | None
+    n_failed: int | None
 
 
 class WindowFigures(TypedDict):
+    """One repetition's measurement window on the run clock: first measured send to last end."""
+
     repetition: int
     start_ns: int | None
     end_ns: int | None
@@ -57,7 +64,7 @@ class WindowFigures(TypedDict):
 class PeakMemoryFigures(TypedDict):
     value_bytes: int | None
     source: str | None
-    reason: str | None
+    reason: NotRequired[str | None]
 
 
 class WorkerFigures(TypedDict):
@@ -72,6 +79,9 @@ class WorkerFigures(TypedDict):
 
 
 class ClientFigures(TypedDict):
+    """This process's CPU share, loop lag and dispatch lag; `workers`: per worker process of a
+    run sent by several (null: one)."""
+
     cpu_share_mean: float | None
     cpu_share_max: float | None
     loop_lag_p99_ms: float | None
@@ -80,6 +90,8 @@ class ClientFigures(TypedDict):
 
 
 class ServerFigures(TypedDict):
+    """Server-side series over the measurement windows (see passport.audit._server_stats)."""
+
     gauges: dict[str, dict[str, float]]
     counter_deltas: dict[str, float]
     prefix_cache_hit_rate: float | None
@@ -95,11 +107,13 @@ class ServerFigures(TypedDict):
 class SloTargetFigures(TypedDict):
     name: str
     bound_s: float
-    measured_s: float | None
+    measured_s: float | None  # the target's percentile over measured requests, failures as +inf
     met: bool
 
 
 class SloFigures(TypedDict):
+    """The declared SLO: each target, whether all were met, and the share of requests meeting all."""
+
     targets: list[SloTargetFigures]
     met: bool
     requests_meeting: int
@@ -120,6 +134,8 @@ class NotEvaluable(TypedDict):
 
 
 class DiscardFigures(TypedDict):
+    """Pre-registered discard rules, the repetitions they discarded, and those they could not judge."""
+
     rules: list[str]
     discarded: list[DiscardedFigures]
     not_evaluable: list[NotEvaluable]
@@ -219,11 +235,16 @@ class CostFigures(TypedDict):
     output_tokens: int
     usd_for_window: float
     throughput: CostRates
-    goodput: CostRates | None
+    goodput: CostRates | None  # counting only requests that met the SLO; null without one
 
 
-class ResultsFigures(TrafficFigures):
-    """Every figure of a passport's `results`, as `compute_results` recomputes them."""
+class ResultsFigures(TypedDict):
+    """Every figure of a passport's `results`, as `compute_results` recomputes them. Schema 1.1
+    added `slo`, `discard` and `server`; 1.2 the traffic figures (`lengths`: input tokens target /
+    realized by our tokenizer / by the server, output tokens target / realized, reasoning tokens
+    apart; `sessions`; `checks`: answers checked against their request's JSON Schema or tools;
+    `shapes`: outcomes per shape) and `prefix_cache_usage` (cached prompt tokens as usage reported
+    them); 1.4 `cost` (USD per million tokens at the declared prices)."""
 
     metrics: dict[str, StatFigures]
     metrics_failure_inclusive: dict[str, StatFigures]
@@ -232,11 +253,15 @@ class ResultsFigures(TrafficFigures):
     peak_memory: PeakMemoryFigures
     engine_restarts: int | None
     client: ClientFigures
-    server: ServerFigures | None
-    prefix_cache_usage: CacheUsageFigures | None
-    slo: SloFigures | None
-    discard: DiscardFigures | None
-    cost: CostFigures | None
+    slo: NotRequired[SloFigures | None]
+    discard: NotRequired[DiscardFigures | None]
+    server: NotRequired[ServerFigures | None]
+    prefix_cache_usage: NotRequired[CacheUsageFigures | None]
+    lengths: NotRequired[LengthFigures | None]
+    sessions: NotRequired[SessionFigures | None]
+    checks: NotRequired[dict[str, CheckFigures] | None]
+    shapes: NotRequired[dict[str, ShapeFigures] | None]
+    cost: NotRequired[CostFigures | None]
 
 
 Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]
@@ -255,40 +280,36 @@ class CanaryFailureFigures(TypedDict):
 
 
 class CanaryUnderLoadFigures(TypedDict):
+    """Cases sampled during the timed run (canary_share), kept apart from the gate."""
+
     share: float
     n_cases: int
     n_failed: int
-    failures: list[CanaryFailureFigures]
+    failures: NotRequired[list[CanaryFailureFigures]]
 
 
 class CanaryFigures(TypedDict):
-    """The pre-timing canary gate as the passport records it (`validity.canaries`)."""
+    """The pre-timing canary gate as the passport records it (`validity.canaries`; every case is
+    in canaries.parquet). Schema 1.1 added the suite's hash, version and counts, the failures and
+    `forced`; 1.2 `largest_context_served_tokens` (the largest prompt a long-context case had
+    answered) and `under_load`."""
 
     status: CanaryStatus
     suite: str
-    reason: str | None
-    suite_sha256: str | None
-    suite_version: int | None
-    n_cases: int | None
-    n_failed: int | None
-    forced: bool
-    failures: list[CanaryFailureFigures]
-    largest_context_served_tokens: int | None
-    under_load: CanaryUnderLoadFigures | None
+    reason: NotRequired[str | None]
+    suite_sha256: NotRequired[str | None]
+    suite_version: NotRequired[int | None]
+    n_cases: NotRequired[int | None]
+    n_failed: NotRequired[int | None]
+    forced: NotRequired[bool]
+    failures: NotRequired[list[CanaryFailureFigures]]
+    largest_context_served_tokens: NotRequired[int | None]
+    under_load: NotRequired[CanaryUnderLoadFigures | None]
 
 
-class ValidityLimits(TypedDict):
-    """Thresholds of the validity rules, as the effective spec's `validity` section declares them."""
-
-    max_error_rate: float
-    min_completed_requests: int
-    max_dispatch_lag_p99_ms: float
-    max_client_cpu_share: float
-    max_loop_lag_p99_ms: float
-    min_achieved_rate_fraction: float
-    max_lag_share: NotRequired[float]
-    lag_floor_ms: NotRequired[float]
-    lag_ceiling_ms: NotRequired[float]
+# The thresholds of the validity rules: the effective spec's `validity` section as the run wrote it
+# (passport.model.ValiditySpec defines its fields, defaults and bounds; an older spec lacks the later ones).
+ValidityLimits = Mapping[str, float]
 
 
 class RuleFigures(TypedDict):
@@ -300,3 +321,11 @@ class RuleFigures(TypedDict):
     threshold: Scalar
     message: str
     recommendation: str | None
+
+
+class FileFacts(TypedDict):
+    """One file of the passport's `files` table (`rows`: a Parquet table's)."""
+
+    sha256: str
+    bytes: int
+    rows: int | None

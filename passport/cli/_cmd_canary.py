@@ -71,10 +71,11 @@ def main(args: argparse.Namespace) -> ExitCode:
         failed = sum(not (r.passed or r.case_id in recorded) for r in outcome.results)
         print(f"Recorded {len(recorded)} exact-output references into {args.record}; {failed} other cases failed")
     else:
-        print(f"Canaries: {info.status.upper()} ({info.reason}); suite {info.suite} sha256 {info.suite_sha256}")
+        print(f"Canaries: {info['status'].upper()} ({info.get('reason')}); suite {info['suite']} "
+              f"sha256 {info.get('suite_sha256')}")
     print(f"cases: {outcome.folder / 'canaries.parquet'}")
     if args.junit:
-        args.junit.write_text(junit_cases(f"passport canary {info.suite}", [
-            (f"passport.canary.{info.suite}", r.case_id, r.passed, f"{r.reason}; expected {r.expected!r}, "
+        args.junit.write_text(junit_cases(f"passport canary {info['suite']}", [
+            (f"passport.canary.{info['suite']}", r.case_id, r.passed, f"{r.reason}; expected {r.expected!r}, "
                                                                     f"actual {r.actual!r}") for r in outcome.results]))
     return ExitCode.of(passed)

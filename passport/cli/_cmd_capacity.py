@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 from typing import Any
 
@@ -64,77 +63,21 @@ def add(sub: Any, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> ExitCode:
     import json
-    from dataclasses import asdict
 
-    from passport._errors import SpecError
-    from passport.judge import (
-        Architecture,
-        Budget,
-        KiB,
-        MiB,
-        architecture_from_config,
-        compute,
-        implied_state_per_sequence,
-        load_config,
-        monthly_cost,
-        replicas_needed,
-    )
+    from passport.plan import CapacityQuery, plan_capacity
 
-    try:
-        arch = architecture_from_config(load_config(args.config), args.params) if args.config else None
-        if arch is None and args.params:
-            arch = Architecture(n_params=args.params, full_attention_layers=0)
-        kv = args.kv_kib_per_token * KiB if args.kv_kib_per_token else None
-        if kv is None and (arch is None or not arch.full_attention_layers):
-            raise SpecError("give --config (a model's config.json) or --kv-kib-per-token")
-        budget = Budget.in_gib(args.weights, args.kv_dtype, args.gpu_memory_gib, args.utilization, args.reserve_gib,
-                               args.activations_gib, args.kv_pool_gib)
-        state = args.state_mib_per_sequence * MiB if args.state_mib_per_sequence is not None else None
-        implied_lines: list[str] = []
-        source = "given"
-        if args.published_sequences:
-            published_context = args.published_context or args.context
-            base = compute(arch, budget, published_context, kv, 0.0 if state is None else state)
-            implied = implied_state_per_sequence(base.pool_bytes, base.kv_bytes_per_token, args.published_sequences,
-                                                 published_context)
-            implied_lines = [
-                f"published: {args.published_sequences} live sequences of {published_context:,} tokens fit; naive "
-                f"division gives {math.floor(base.pool_bytes / (published_context * base.kv_bytes_per_token))}",
-                f"implied fixed state per sequence: {base.pool_bytes / MiB:,.0f} MiB / {args.published_sequences} - "
-                f"{published_context:,} x {base.kv_bytes_per_token / KiB:.2f} KiB = {implied / MiB:.1f} MiB",
-            ]
-            if state is None:
-                state, source = max(implied, 0.0), "implied by the published figure"
-        report = compute(arch, budget, args.context, kv, state, source)
-        month = None
-        if args.monthly_input_mtok is not None or args.monthly_output_mtok is not None:
-            if args.gpu_hour_usd is None and args.input_usd_per_million is None:
-                raise ValueError("pricing a month needs --input-usd-per-million/--output-usd-per-million (managed) "
-                                 "and/or --gpu-hour-usd (owned)")
-            if (args.input_usd_per_million is None) != (args.output_usd_per_million is None):
-                raise ValueError("give both --input-usd-per-million and --output-usd-per-million")
-            month = monthly_cost(args.monthly_input_mtok or 0.0, args.monthly_output_mtok or 0.0,
-                                 args.input_usd_per_million, args.output_usd_per_million, args.gpu_hour_usd,
-                                 args.gpus, args.live_sequences, report.sequences_with_state,
-                                 args.tokens_per_s_per_card)
-    except (ValueError, OSError, KeyError) as exc:
-        raise SpecError(f"capacity: {exc}") from None
-    fit_lines = []
-    if args.live_sequences is not None:
-        replicas = replicas_needed(args.live_sequences, report.sequences_with_state)
-        fit_lines.append(f"=> {args.live_sequences} live sequences needed, {report.sequences_with_state} fit: "
-                         + ("one replica suffices" if replicas == 1 else f"{replicas} replicas needed"))
+    plan = plan_capacity(CapacityQuery(
+        context=args.context, config=args.config, params=args.params, weights=args.weights, kv_dtype=args.kv_dtype,
+        gpu_memory_gib=args.gpu_memory_gib, utilization=args.utilization, reserve_gib=args.reserve_gib,
+        activations_gib=args.activations_gib, kv_pool_gib=args.kv_pool_gib, kv_kib_per_token=args.kv_kib_per_token,
+        state_mib_per_sequence=args.state_mib_per_sequence, published_sequences=args.published_sequences,
+        published_context=args.published_context, live_sequences=args.live_sequences,
+        monthly_input_mtok=args.monthly_input_mtok, monthly_output_mtok=args.monthly_output_mtok,
+        input_usd_per_million=args.input_usd_per_million, output_usd_per_million=args.output_usd_per_million,
+        gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus, tokens_per_s_per_card=args.tokens_per_s_per_card))
     if args.json:
-        figures = {k: v for k, v in asdict(report).items() if k != "lines"}
-        if month is not None:
-            figures["month"] = {k: v for k, v in asdict(month).items() if k != "lines"}
-        print(json.dumps(figures, indent=2))
-        return ExitCode.OK
-    for line in report.lines + implied_lines:
-        print(line)
-    print(f"=> {report.pool_tokens:,} tokens; {report.sequences_naive} sequences of {args.context:,} tokens by naive "
-          f"division, {report.sequences_with_state} charging {report.state_bytes_per_sequence / MiB:.1f} MiB of fixed "
-          "state per sequence")
-    for line in fit_lines + (month.lines if month is not None else []):
-        print(line)
+        print(json.dumps(plan.figures, indent=2))
+    else:
+        for line in plan.lines:
+            print(line)
     return ExitCode.OK

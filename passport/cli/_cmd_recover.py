@@ -29,7 +29,7 @@ def main(args: argparse.Namespace) -> ExitCode:
 
     passport = recover(args.run_dir)
     kept = passport.files.get("requests.parquet")
-    print(f"passport: {args.run_dir / 'passport.json'} (recovered; {kept.rows if kept else 0} requests kept)")
+    print(f"passport: {args.run_dir / 'passport.json'} (recovered; {kept['rows'] if kept else 0} requests kept)")
     for line in headline_lines(passport):
         print(line)
     return ExitCode.of_verdict(passport.verdict)

@@ -1,6 +1,6 @@
 """Decisions over passports: are runs comparable and which differences are real (`compare`),
-does a run meet a release gate (`gate`), where a sweep's knee and saturation lie, and what fits
-in an engine's memory before anything is measured (`capacity`). Validity rules are the
+does a run meet a release gate (`gate`), where a sweep's knee and saturation lie, and how a
+campaign's arms rank (what fits before anything is measured is `passport.plan`). Validity rules are the
 auditor's (`passport.audit`), so `verify` can re-derive a verdict; this package reads passports,
 never raw timings it did not get from `passport.audit`. It renders nothing (`passport.report`)
 and sends nothing (`passport.run`).
@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from passport._lazy import lazy_names
 
-# Loaded on first use (PEP 562): `passport capacity` needs only _capacity, not compare's model
-# and load generator.
+# Loaded on first use (PEP 562): a command loads only the modules of the names it uses.
 if TYPE_CHECKING:
     from passport.judge._campaign import (
         CAMPAIGN_FILE,
@@ -43,19 +42,6 @@ if TYPE_CHECKING:
         trusted_campaign,
         turns,
     )
-    from passport.judge._capacity import (
-        DTYPE_BYTES,
-        Architecture,
-        Budget,
-        CapacityReport,
-        GiB,
-        KiB,
-        MiB,
-        architecture_from_config,
-        compute,
-        implied_state_per_sequence,
-        load_config,
-    )
     from passport.judge._compare import (
         INVARIANTS,
         MIN_EFFECT,
@@ -70,7 +56,6 @@ if TYPE_CHECKING:
         method_line,
         render_comparison,
     )
-    from passport.judge._cost import HOURS_PER_MONTH, MonthlyCost, monthly_cost, replicas_needed
     from passport.judge._gate import (
         Condition,
         ConditionResult,
@@ -103,17 +88,13 @@ __all__ = [
     "resolve",
     "read_campaign",
     "recompute_campaign",
-    "HOURS_PER_MONTH",
     "ROW_PATHS",
     "ArmRow",
     "Fit",
-    "MonthlyCost",
     "arm_counts",
     "check_fit",
     "failed_arm",
     "managed_lines",
-    "monthly_cost",
-    "replicas_needed",
     "summarize_arm",
     "summarize_arms",
     "ArmSummary",
@@ -124,36 +105,25 @@ __all__ = [
     "evaluate_campaign_gate",
     "no_best_reason",
     "trusted_campaign",
-    "DTYPE_BYTES",
     "INVARIANTS",
     "MIN_EFFECT",
     "SWEEP_VERSION",
-    "Architecture",
-    "Budget",
-    "CapacityReport",
     "Comparison",
     "Condition",
     "ConditionResult",
     "GateError",
-    "GiB",
-    "KiB",
     "LevelResult",
     "MetricComparison",
-    "MiB",
     "SweepOutcome",
-    "architecture_from_config",
     "auto_concurrency",
     "compare_runs",
-    "compute",
     "evaluate_gate",
     "format_interval",
     "format_p",
     "format_value",
-    "implied_state_per_sequence",
     "invariant_text",
     "invariant_values",
     "knee",
-    "load_config",
     "load_gate_file",
     "load_text",
     "method_line",
@@ -172,12 +142,7 @@ _HOME = {name: module for module, names in {
         "Progress", "summarize_arms", "recorded_rows", "spec_digest", "turns", "evaluate_campaign_gate",
         "no_best_reason", "trusted_campaign",
     ),
-    "passport.judge._cost": ("HOURS_PER_MONTH", "MonthlyCost", "monthly_cost", "replicas_needed"),
     "passport.judge._names": ("resolve",),
-    "passport.judge._capacity": (
-        "DTYPE_BYTES", "Architecture", "Budget", "CapacityReport", "GiB", "KiB", "MiB", "architecture_from_config",
-        "compute", "implied_state_per_sequence", "load_config",
-    ),
     "passport.judge._compare": (
         "INVARIANTS", "MIN_EFFECT", "Comparison", "MetricComparison", "compare_runs", "format_interval", "format_p",
         "format_value", "invariant_text", "invariant_values", "method_line", "render_comparison",
@@ -192,4 +157,5 @@ _HOME = {name: module for module, names in {
 }.items() for name in names}
 
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME)
+if not TYPE_CHECKING:  # for the type checker every name is imported above; unknown ones are errors
+    __getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -31,7 +31,6 @@ from typing import Any, cast
 from passport._errors import PassportError, RunFolderError
 from passport.audit import canonical_json, content_sha256, diff_values, read_passport_json, sha256_bytes
 from passport.judge._advice import advice, name_list
-from passport.judge._capacity import Architecture, Budget, KiB, MiB, compute
 from passport.judge._compare import invariant_values
 from passport.judge._names import GateError, Kind, Target
 from passport.judge._ranking import ALPHA, Ranking, interval_of, rank_by_repetitions
@@ -44,6 +43,7 @@ from passport.model import (
     Passport,
     configured_kv_tokens,
 )
+from passport.plan import Architecture, Budget, KiB, MiB, compute
 
 __all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "SWEEP_FILE", "campaign_record", "read_campaign", "recompute_campaign",
            "gate_view", "judged_at_knee", "resolve_campaign_name", "ArmRow", "ArmSummary", "Fit", "Progress",
@@ -150,34 +150,37 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     """An arm's row from its passport (status before the cross-arm invariants are compared)."""
     row = failed_arm(arm, "ranked", "", fit)
     row.reason, row.run, row.passport_sha256, row.verdict = None, run, p.content_sha256, p.verdict
-    row.canaries = p.validity.canaries.status
+    row.canaries = p.validity.canaries["status"]
     row.kv_tokens["realized"] = _identity_int(p, "capacity.kv_tokens")
     row.context_per_sequence = _identity_int(p, "capacity.context_per_sequence")
     row.throughput = {k: p.figure(f"throughput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
     row.goodput = {k: p.figure(f"goodput.{k}", "mean") for k in ("requests_per_s", "output_tokens_per_s")}
     row.ttft = {k: p.figure("ttft.any", k) for k in ("p50", "p99")}
     row.e2e = {k: p.figure("e2e", k) for k in ("p50", "p99")}
-    row.slo_met = None if p.results.slo is None else p.results.slo.met
-    row.peak_memory_bytes = p.results.peak_memory.value_bytes
-    cost = p.results.cost
+    slo = p.results.get("slo")
+    row.slo_met = None if slo is None else slo["met"]
+    row.peak_memory_bytes = p.results["peak_memory"]["value_bytes"]
+    cost = p.results.get("cost")
     if cost is not None:
-        row.cost = {"basis": cost.basis, "usd_per_million_tokens": cost.throughput.usd_per_million_tokens,
-                    "usd_per_million_output_tokens": cost.throughput.usd_per_million_output_tokens,
+        row.cost = {"basis": cost["basis"], "usd_per_million_tokens": cost["throughput"]["usd_per_million_tokens"],
+                    "usd_per_million_output_tokens": cost["throughput"]["usd_per_million_output_tokens"],
                     "usd_per_million_tokens_at_goodput":
-                        None if cost.goodput is None else cost.goodput.usd_per_million_tokens,
-                    "input_tokens": cost.input_tokens, "output_tokens": cost.output_tokens}
-    if p.results.discard is not None:
-        row.discarded = [f"repetition {d.repetition} by {d.rule!r} ({d.message})" for d in p.results.discard.discarded]
+                        None if cost["goodput"] is None else cost["goodput"]["usd_per_million_tokens"],
+                    "input_tokens": cost["input_tokens"], "output_tokens": cost["output_tokens"]}
+    discard = p.results.get("discard")
+    if discard is not None:
+        row.discarded = [f"repetition {d['repetition']} by {d['rule']!r} ({d['message']})"
+                         for d in discard["discarded"]]
     row.invariants = {k: v for k, v in invariant_values(p).items() if k in CAMPAIGN_INVARIANTS}
     head, _, rest = objective.partition(".")
     source = {"goodput": row.goodput, "throughput": row.throughput}.get(head, row.cost or {})
     row.objective = source.get(rest)
     if p.verdict == "HOLD":
-        row.status, row.reason = "held", f"canaries failed: {p.validity.canaries.reason}"
+        row.status, row.reason = "held", f"canaries failed: {p.validity.canaries.get('reason')}"
     elif p.verdict == "INCOMPLETE":
         row.status, row.reason = "incomplete", p.validity.incomplete_reason
     elif p.verdict == "INVALID":
-        failed = [f"{r.name}: {r.message}" for r in p.validity.rules if r.status == "FAIL"]
+        failed = [f"{r['name']}: {r['message']}" for r in p.validity.rules if r["status"] == "FAIL"]
         row.status, row.reason = "invalid", "; ".join(failed)
     elif row.objective is None:
         row.status, row.reason = "no_value", f"the passport has no value for {objective}"

@@ -1,6 +1,6 @@
 """`passport compare A B [C ...]`: are runs comparable, and which differences are real?
 
-First the invariants of DESIGN.md ("Comparability"), each compared against the first run: model
+First the invariants of docs/design.md ("Comparability"), each compared against the first run: model
 (artifact hash when both runs have one, else model id), weight and KV precision, decoding
 parameters, workload (its hash: same lengths and prompts), load (schedule hash and pattern),
 window (warm-up, measurement, repetitions), cache (the declared prefix-cache policy, and the
@@ -112,10 +112,10 @@ def _reject_policy(load: dict[str, Any]) -> dict[str, Any]:
 def cache_hit_rate(p: Passport) -> float | None:
     """The share of prompt tokens served from the prefix cache: as usage reported them, else
     the server's counters; None when neither said."""
-    usage = p.results.prefix_cache_usage or {}
-    share = usage.get("share_of_prompt_tokens")
-    if share is None and p.results.server is not None:
-        share = p.results.server.prefix_cache_hit_rate
+    usage, server = p.results.get("prefix_cache_usage"), p.results.get("server")
+    share = None if usage is None else usage["share_of_prompt_tokens"]
+    if share is None and server is not None:
+        share = server["prefix_cache_hit_rate"]
     return None if share is None else float(share)
 
 
@@ -206,9 +206,9 @@ def _samples(run: Path, passport: Passport) -> _Samples:
     samples = per_request_samples(data, LATENCIES)
     values = {m: np.concatenate(v) if v else np.zeros(0) for m, v in samples.items() if m != "itl.chunk"}
     gaps = [g for g in samples["itl.chunk"] if len(g)]
-    metrics = passport.results.metrics
+    metrics = passport.results["metrics"]
     reps = {m: metrics[m] for m in THROUGHPUTS if m in metrics}
-    if all(s.n >= 2 for s in reps.values()) and reps:
+    if all(s["n"] >= 2 for s in reps.values()) and reps:
         return _Samples(values, gaps, {}, True)
     meets = None
     if data.declared.slo:
@@ -265,12 +265,12 @@ def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[Me
 
 def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples,
           other: _Samples) -> tuple[MetricComparison, Test | None]:
-    b, o = base_p.results.metrics.get(metric), other_p.results.metrics.get(metric)
-    b_mean, o_mean = (b.mean if b else None), (o.mean if o else None)
+    b, o = base_p.results["metrics"].get(metric), other_p.results["metrics"].get(metric)
+    b_mean, o_mean = (b["mean"] if b else None), (o["mean"] if o else None)
     if base.by_repetition and other.by_repetition and b is not None and o is not None \
             and b_mean is not None and o_mean is not None:
-        return _tested(metric, "mean", mean_estimate(b_mean, b.std or 0.0, b.n),
-                       mean_estimate(o_mean, o.std or 0.0, o.n))
+        return _tested(metric, "mean", mean_estimate(b_mean, b["std"] or 0.0, b["n"]),
+                       mean_estimate(o_mean, o["std"] or 0.0, o["n"]))
     if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
         return MetricComparison(metric, "mean", b_mean, o_mean, None,
                                 f"not testable (needs {_SLICES}+ completed requests per run)"), None
@@ -296,7 +296,7 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
     base, other = _samples(base_run, base_p), _samples(other_run, other_p)
     rows = [row for metric in LATENCIES for row in _latency(metric, base, other)]
     rates = list(THROUGHPUTS)
-    if "goodput.requests_per_s" in base_p.results.metrics and "goodput.requests_per_s" in other_p.results.metrics:
+    if "goodput.requests_per_s" in base_p.results["metrics"] and "goodput.requests_per_s" in other_p.results["metrics"]:
         rates.append("goodput.requests_per_s")
     rows += [_rate(metric, base_p, other_p, base, other) for metric in rates]
     holm([t for _, t in rows if t is not None], alpha)
@@ -320,7 +320,7 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: floa
     values = {name: [v[name] for v in per_run] for name in INVARIANTS}
     differences = {name: seen for name, seen in values.items() if _broken(name, seen)}
     caveats = []
-    canaries = [p.validity.canaries.status for p in passports]
+    canaries = [p.validity.canaries["status"] for p in passports]
     if len(set(canaries)) > 1:
         caveats.append("canaries differ: " + ", ".join(f"{r.name}={s}" for r, s in zip(runs, canaries)))
     comparison = Comparison(runs, differences, allowed, [], caveats, alpha, min_effect, values,

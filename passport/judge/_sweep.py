@@ -69,9 +69,9 @@ class SweepOutcome:
 
 
 def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
-    counts = p.validity.counts
+    counts, slo = p.validity.counts, p.results.get("slo")
     measured, succeeded = counts.get("measured") or 0, counts.get("succeeded") or 0
-    achieved = next((r.measured for r in p.validity.rules if r.name == "achieved_rate"), None)
+    achieved = next((r["measured"] for r in p.validity.rules if r["name"] == "achieved_rate"), None)
     return LevelResult(
         load=load, run=folder.name, verdict=p.verdict, complete=p.validity.complete,
         throughput_rps=p.figure("throughput.requests_per_s", "mean"),
@@ -81,7 +81,7 @@ def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
         e2e_p99_s=p.figure("e2e", "p99"), error_rate=(measured - succeeded) / measured if measured else None,
         achieved_fraction=float(achieved) if isinstance(achieved, (int, float)) else None,
         # an interrupted level measured part of its window: whether it met the SLO is unknown
-        slo_met=None if p.results.slo is None or not p.validity.complete else p.results.slo.met,
+        slo_met=None if slo is None or not p.validity.complete else slo["met"],
         goodput_rps=p.figure("goodput.requests_per_s", "mean"),
         tokens_per_s_per_user_p50=p.figure("tps.user", "p50"),
     )

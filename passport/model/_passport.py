@@ -37,19 +37,13 @@ The generated JSON Schema is committed at `passport/model/schema/passport.schema
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
+from typing_extensions import is_typeddict
 
-from passport.audit._types import (
-    CanaryStatus,
-    CheckFigures,
-    LengthFigures,
-    RuleStatus,
-    SessionFigures,
-    ShapeFigures,
-    Verdict,
-)
+from passport.audit import _types
+from passport.audit._types import CanaryFigures, FileFacts, ResultsFigures, RuleFigures, RuleStatus, Verdict
 from passport.audit._versions import SCHEMA_VERSION, SUPPORTED_SCHEMA_VERSIONS
 
 __all__ = [
@@ -66,22 +60,7 @@ __all__ = [
     "DeclaredInfo",
     "Protocol",
     "RuleStatus",
-    "RuleResult",
-    "CanaryFailure",
-    "CanaryInfo",
-    "CanaryUnderLoad",
     "Validity",
-    "Stat",
-    "WindowInfo",
-    "PeakMemory",
-    "ClientInfo",
-    "ServerStats",
-    "SloTargetResult",
-    "SloResult",
-    "Discarded",
-    "DiscardResult",
-    "Results",
-    "FileEntry",
     "Passport",
     "PassportDraft",
     "Signature",
@@ -94,6 +73,14 @@ JSONValue = str | int | float | bool | None | list[Any] | dict[str, Any]
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+# `results`, `validity.canaries`, `validity.rules` and `files` are the auditor's own shapes
+# (passport.audit._types), validated as they are: one definition each. Unknown keys are refused
+# in them as in every model here.
+for _shape in vars(_types).values():
+    if is_typeddict(_shape):
+        _shape.__pydantic_config__ = ConfigDict(extra="forbid")
 
 
 class SourcedValue(_Model):
@@ -199,220 +186,15 @@ class Protocol(_Model):
                                                                   "sha256, case ids and versions.")
 
 
-class RuleResult(_Model):
-    """One validity rule: status, measured value against its threshold, and the remedy."""
-
-    name: str
-    status: RuleStatus
-    measured: bool | int | float | str | None = None
-    threshold: bool | int | float | str | None = None
-    message: str
-    recommendation: str | None = None
-
-
-class CanaryFailure(_Model):
-    """A failed canary case: what was expected and what the engine answered."""
-
-    case_id: str
-    kind: str
-    category: str
-    reason: str
-    expected: str
-    actual: str
-
-
-class CanaryUnderLoad(_Model):
-    share: float
-    n_cases: int
-    n_failed: int
-    failures: list[CanaryFailure] = Field(default_factory=list)
-
-
-class CanaryInfo(_Model):
-    """The pre-timing canary gate (every case is in canaries.parquet)."""
-
-    status: CanaryStatus
-    suite: str
-    reason: str | None = None
-    suite_sha256: str | None = None
-    suite_version: int | None = None
-    n_cases: int | None = None
-    n_failed: int | None = None
-    forced: bool = False
-    failures: list[CanaryFailure] = Field(default_factory=list)
-    largest_context_served_tokens: int | None = Field(
-        None, description="The largest prompt (usage.prompt_tokens) a long-context case had answered.")
-    under_load: CanaryUnderLoad | None = Field(
-        None, description="Cases sampled during the timed run (canary_share), kept apart from the gate.")
-
-
 class Validity(_Model):
     verdict: Verdict
     complete: bool
     incomplete_reason: str | None = None
     forced: bool = False
     launched_engine: bool | None = Field(None, description="The harness launched the engine (null before 1.3).")
-    canaries: CanaryInfo
-    rules: list[RuleResult]
+    canaries: CanaryFigures
+    rules: list[RuleFigures]
     counts: dict[str, int | None]
-
-
-class Stat(_Model):
-    """Summary of one metric. Latencies in seconds. Percentiles: linear interpolation between
-    order statistics (numpy 'linear'); `ci95`: distribution-free 95 % intervals of percentiles
-    from binomial order statistics (null when n is too small). Failure-inclusive stats count each
-    failed request as +infinity: a statistic that lands on a failure is null, `n_failed` says why."""
-
-    n: int
-    mean: float | None = None
-    std: float | None = None
-    min: float | None = None
-    max: float | None = None
-    p50: float | None = None
-    p90: float | None = None
-    p95: float | None = None
-    p99: float | None = None
-    p99_9: float | None = None
-    ci95: dict[str, list[float] | None] | None = None
-    n_failed: int | None = None
-
-
-class WindowInfo(_Model):
-    """One repetition's measurement window on the run clock: first measured send to last end."""
-
-    repetition: int
-    start_ns: int | None
-    end_ns: int | None
-    duration_s: float | None
-    measured_requests: int
-
-
-class PeakMemory(_Model):
-    value_bytes: int | None
-    source: str | None
-    reason: str | None = None
-
-
-class WorkerInfo(_Model):
-    """One worker process of a run sent by several: its requests, CPU share, loop and dispatch lag."""
-
-    worker: int
-    requests: int
-    cpu_share_mean: float | None
-    cpu_share_max: float | None
-    loop_lag_p99_ms: float | None
-    dispatch_lag_p99_ms: float | None
-
-
-class ClientInfo(_Model):
-    cpu_share_mean: float | None
-    cpu_share_max: float | None
-    loop_lag_p99_ms: float | None
-    dispatch_lag_p99_ms: float | None
-    workers: list[WorkerInfo] | None = Field(None, description="Per worker process (load.workers > 1); null: one.")
-
-
-class SloTargetResult(_Model):
-    name: str
-    bound_s: float
-    measured_s: float | None = Field(description="The target's percentile over measured requests, failures as +inf.")
-    met: bool
-
-
-class SloResult(_Model):
-    """The declared SLO: each target, whether all were met, and the share of requests meeting all."""
-
-    targets: list[SloTargetResult]
-    met: bool
-    requests_meeting: int
-    requests_measured: int
-    attainment: float | None
-
-
-class CostRatesResult(_Model):
-    """The window's cost over the tokens of one class each (they do not add up)."""
-
-    usd_per_million_input_tokens: float | None
-    usd_per_million_output_tokens: float | None
-    usd_per_million_tokens: float | None
-
-
-class CostResult(_Model):
-    """The spec's `cost:` applied to the measured window (passport.audit._cost)."""
-
-    basis: Literal["managed", "owned"]
-    input_usd_per_million: float | None
-    output_usd_per_million: float | None
-    gpu_hour_usd: float | None
-    gpus: int | None
-    usd_per_hour: float | None
-    window_s: float
-    input_tokens: int
-    output_tokens: int
-    usd_for_window: float
-    throughput: CostRatesResult
-    goodput: CostRatesResult | None = Field(description="Counting only requests that met the SLO; null without one.")
-
-
-class Discarded(_Model):
-    repetition: int
-    rule: str
-    measured: bool | int | float | str | None
-    message: str
-
-
-class DiscardResult(_Model):
-    """Pre-registered discard rules, the repetitions they discarded, and those they could not judge."""
-
-    rules: list[str]
-    discarded: list[Discarded]
-    not_evaluable: list[dict[str, str]]
-
-
-class ServerStats(_Model):
-    """Server-side series over the measurement windows (see passport/server_stats.py)."""
-
-    gauges: dict[str, dict[str, float]]
-    counter_deltas: dict[str, float]
-    prefix_cache_hit_rate: float | None
-    gpu_memory_peak_bytes: int | None
-    gpu_source: str | None
-    gpu_utilization_mean_pct: float | None
-    power_mean_w: float | None
-    energy_j: float | None
-    energy_reason: str | None
-    scrape_failures: int
-
-
-class Results(_Model):
-    metrics: dict[str, Stat]
-    metrics_failure_inclusive: dict[str, Stat]
-    outcomes: dict[str, int]
-    windows: list[WindowInfo]
-    peak_memory: PeakMemory
-    engine_restarts: int | None
-    client: ClientInfo
-    slo: SloResult | None = None
-    discard: DiscardResult | None = None
-    server: ServerStats | None = None
-    prefix_cache_usage: dict[str, float | int | None] | None = Field(
-        None, description="Cached prompt tokens as usage reported them (prompt_tokens_details.cached_tokens).")
-    lengths: LengthFigures | None = Field(
-        None, description="Measured successful requests: input tokens target / realized by our tokenizer / by the "
-                          "server, output tokens target / realized, reasoning tokens apart.")
-    sessions: SessionFigures | None = Field(
-        None, description="Multi-turn: sessions and turns sent, completed, cut short; context tokens per turn.")
-    checks: dict[str, CheckFigures] | None = Field(
-        None, description="Answers checked against their request's JSON Schema or tools: counts per kind and result.")
-    shapes: dict[str, ShapeFigures] | None = Field(
-        None, description="Measured requests per shape: outcomes and TTFT p50.")
-    cost: CostResult | None = Field(None, description="USD per million tokens at the declared prices (spec cost:).")
-
-
-class FileEntry(_Model):
-    sha256: str
-    bytes: int
-    rows: int | None = None
 
 
 class Signature(_Model):
@@ -440,8 +222,8 @@ class Passport(_Model):
     identity: dict[str, SourcedValue]
     protocol: Protocol
     validity: Validity
-    results: Results
-    files: dict[str, FileEntry]
+    results: ResultsFigures
+    files: dict[str, FileFacts]
 
     def json_dict(self) -> dict[str, Any]:
         """The passport as the JSON it is written as (plain types, canonical key names)."""
@@ -449,14 +231,14 @@ class Passport(_Model):
 
     def figure(self, metric: str, stat: str) -> float | None:
         """One statistic of one result metric (`ttft.any`, `p99`), None when absent."""
-        found = self.results.metrics.get(metric)
-        value = getattr(found, stat) if found is not None else None
+        found = self.results["metrics"].get(metric)
+        value = cast(dict[str, Any], found).get(stat) if found is not None else None
         return None if value is None else float(value)
 
     def discarded_repetitions(self) -> list[int]:
         """The repetitions this passport's pre-registered rules discarded."""
-        discard = self.results.discard
-        return [] if discard is None else [d.repetition for d in discard.discarded]
+        discard = self.results.get("discard")
+        return [] if discard is None else [d["repetition"] for d in discard["discarded"]]
 
 
 class PassportDraft(_Model):

@@ -105,4 +105,5 @@ _HOME = {name: module for module, names in {
     ),
 }.items() for name in names}
 
-__getattr__, __dir__ = lazy_names(__name__, _HOME)
+if not TYPE_CHECKING:  # for the type checker every name is imported above; unknown ones are errors
+    __getattr__, __dir__ = lazy_names(__name__, _HOME)

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
-from passport.audit import RAW_FILES, REPORT_FILES, Distribution, load_table, per_request_samples
-from passport.model import Passport, Stat
+from passport.audit import RAW_FILES, REPORT_FILES, Distribution, StatFigures, load_table, per_request_samples
+from passport.model import Passport
 from passport.report._doc import (
     LAYOUT_KEY,
     REPORT_LAYOUT,
@@ -51,7 +51,7 @@ def num(value: float | None, digits: int = 2) -> str:
 
 def headline_lines(p: Passport) -> list[str]:
     """A few lines for the terminal: verdict, the headline latencies and throughput."""
-    m = p.results.metrics
+    m = p.results["metrics"]
     model = p.identity.get("model.id")
     engine = p.identity.get("engine.name")
     lines = [
@@ -62,33 +62,33 @@ def headline_lines(p: Passport) -> list[str]:
     ]
     for metric_id in ("ttft.any", "itl.chunk", "tpot", "e2e"):
         s = m.get(metric_id)
-        if s is not None and s.n:
-            lines.append(f"{metric_id:<10} p50 {ms(s.p50):>9} ms   p99 {ms(s.p99):>9} ms   (n={s.n})")
+        if s is not None and s["n"]:
+            lines.append(f"{metric_id:<10} p50 {ms(s['p50']):>9} ms   p99 {ms(s['p99']):>9} ms   (n={s['n']})")
     out = m.get("throughput.output_tokens_per_s")
     req = m.get("throughput.requests_per_s")
-    if out is not None and out.n:
-        lines.append(f"throughput {num(out.mean)} output tok/s, {num(req.mean if req else None, 3)} req/s")
+    if out is not None and out["n"]:
+        lines.append(f"throughput {num(out['mean'])} output tok/s, {num(req['mean'] if req else None, 3)} req/s")
     lines += slo_lines(p)
     lines += cost_lines(p)[:1]
     for rule in p.validity.rules:
-        if rule.status in ("FAIL", "WARN"):
-            lines.append(f"{rule.status}: {rule.name}: {rule.message}")
+        if rule["status"] in ("FAIL", "WARN"):
+            lines.append(f"{rule['status']}: {rule['name']}: {rule['message']}")
     return lines
 
 
 def slo_lines(p: Passport) -> list[str]:
     """The SLO verdict, each target against its measured value, and goodput; empty without an SLO."""
-    slo = p.results.slo
+    slo = p.results.get("slo")
     if slo is None:
         return []
-    good = p.results.metrics.get("goodput.requests_per_s")
-    lines = [f"SLO {'met' if slo.met else 'NOT met'}: "
-             + ", ".join(f"{t.name} {ms(t.measured_s)} ms {'<=' if t.met else '>'} {ms(t.bound_s)} ms"
-                         if t.measured_s is not None else f"{t.name} undefined (failures) > {ms(t.bound_s)} ms"
-                         for t in slo.targets)]
-    attained = "—" if slo.attainment is None else f"{slo.attainment:.1%}"
-    lines.append(f"goodput {num(good.mean if good else None, 3)} req/s: {slo.requests_meeting} of "
-                 f"{slo.requests_measured} measured requests ({attained}) met every target")
+    good = p.results["metrics"].get("goodput.requests_per_s")
+    lines = [f"SLO {'met' if slo['met'] else 'NOT met'}: "
+             + ", ".join(f"{t['name']} {ms(t['measured_s'])} ms {'<=' if t['met'] else '>'} {ms(t['bound_s'])} ms"
+                         if t["measured_s"] is not None else f"{t['name']} undefined (failures) > {ms(t['bound_s'])} ms"
+                         for t in slo["targets"])]
+    attained = "—" if slo["attainment"] is None else f"{slo['attainment']:.1%}"
+    lines.append(f"goodput {num(good['mean'] if good else None, 3)} req/s: {slo['requests_meeting']} of "
+                 f"{slo['requests_measured']} measured requests ({attained}) met every target")
     return lines
 
 
@@ -98,18 +98,19 @@ def _usd(value: float | None) -> str:
 
 def cost_lines(p: Passport) -> list[str]:
     """What the measured window cost at the declared prices; empty without `cost:`."""
-    cost = p.results.cost
+    cost = p.results.get("cost")
     if cost is None:
         return []
-    t, g = cost.throughput, cost.goodput
-    basis = (f"owned: {cost.gpus} x USD {cost.gpu_hour_usd:g}/h" if cost.basis == "owned"
-             else f"managed: USD {cost.input_usd_per_million:g} in / {cost.output_usd_per_million:g} out per million")
-    lines = [f"cost ({basis}): USD {_usd(t.usd_per_million_tokens)} per million tokens, "
-             f"{_usd(t.usd_per_million_output_tokens)} per million output tokens"
-             + ("" if g is None else f"; at SLO goodput {_usd(g.usd_per_million_tokens)} per million tokens")]
-    lines.append(f"the window ({cost.window_s:.1f} s, {cost.input_tokens:,} input + {cost.output_tokens:,} output "
-                 f"tokens served) cost USD {cost.usd_for_window:.4g}; each figure divides that by one class of "
-                 "tokens, so they do not add up")
+    t, g = cost["throughput"], cost["goodput"]
+    basis = (f"owned: {cost['gpus']} x USD {cost['gpu_hour_usd']:g}/h" if cost["basis"] == "owned"
+             else f"managed: USD {cost['input_usd_per_million']:g} in / {cost['output_usd_per_million']:g} out "
+                  "per million")
+    lines = [f"cost ({basis}): USD {_usd(t['usd_per_million_tokens'])} per million tokens, "
+             f"{_usd(t['usd_per_million_output_tokens'])} per million output tokens"
+             + ("" if g is None else f"; at SLO goodput {_usd(g['usd_per_million_tokens'])} per million tokens")]
+    lines.append(f"the window ({cost['window_s']:.1f} s, {cost['input_tokens']:,} input + "
+                 f"{cost['output_tokens']:,} output tokens served) cost USD {cost['usd_for_window']:.4g}; each "
+                 "figure divides that by one class of tokens, so they do not add up")
     return lines
 
 
@@ -121,20 +122,21 @@ def caveats(p: Passport) -> list[str]:
     if p.validity.forced:
         out.append("**Forced:** the canaries failed and the timing ran anyway (--force).")
     for r in p.validity.rules:
-        if r.status != "PASS":
-            out.append(f"{r.status} `{r.name}`: {r.message}")
-    if p.results.slo is not None and not p.results.slo.met:
+        if r["status"] != "PASS":
+            out.append(f"{r['status']} `{r['name']}`: {r['message']}")
+    slo = p.results.get("slo")
+    if slo is not None and not slo["met"]:
         out.append("the declared SLO was not met: " + slo_lines(p)[0].removeprefix("SLO NOT met: "))
     if not p.protocol.prefix_cache.get("enforced"):
         out.append(f"prefix-cache state `{p.protocol.prefix_cache.get('declared')}` was declared but not enforced: "
                    f"{p.protocol.prefix_cache.get('reason') or p.protocol.prefix_cache.get('method', '')}")
-    if p.results.peak_memory.value_bytes is None:
-        out.append(f"peak memory unknown: {p.results.peak_memory.reason}")
+    if p.results["peak_memory"]["value_bytes"] is None:
+        out.append(f"peak memory unknown: {p.results['peak_memory'].get('reason')}")
     return out
 
 
-def _stat_row(metric_id: str, s: Stat) -> list[str]:
-    return [f"`{metric_id}`", str(s.n), ms(s.p50), ms(s.p90), ms(s.p99), ms(s.mean), ms(s.max)]
+def _stat_row(metric_id: str, s: StatFigures) -> list[str]:
+    return [f"`{metric_id}`", str(s["n"]), ms(s["p50"]), ms(s["p90"]), ms(s["p99"]), ms(s["mean"]), ms(s["max"])]
 
 
 def _value(v: object) -> str:
@@ -143,21 +145,21 @@ def _value(v: object) -> str:
 
 
 def _results_blocks(p: Passport) -> list[Block]:
-    m = p.results.metrics
+    m = p.results["metrics"]
     blocks: list[Block] = [
         Heading("Latency (ms)"),
         Table(["metric", "n", "p50", "p90", "p99", "mean", "max"],
               [_stat_row(k, m[k]) for k in HEADLINE_METRICS if k in m]),
     ]
-    fi = p.results.metrics_failure_inclusive
-    if any(s.n_failed for s in fi.values()):
+    fi = p.results["metrics_failure_inclusive"]
+    if any(s["n_failed"] for s in fi.values()):
         blocks += [Para("Failure-inclusive (each failed request counts as infinitely slow):"),
                    Table(["metric", "n", "failed", "p50", "p90", "p99"],
-                         [[f"`{k}`", str(s.n), str(s.n_failed or 0), ms(s.p50), ms(s.p90), ms(s.p99)]
+                         [[f"`{k}`", str(s["n"]), str(s["n_failed"] or 0), ms(s["p50"]), ms(s["p90"]), ms(s["p99"])]
                           for k, s in fi.items()])]
     blocks += [Heading("Throughput"),
                Table(["metric", "repetitions", "mean", "min", "max"],
-                     [[f"`{k}`", str(m[k].n), num(m[k].mean), num(m[k].min), num(m[k].max)]
+                     [[f"`{k}`", str(m[k]["n"]), num(m[k]["mean"]), num(m[k]["min"]), num(m[k]["max"])]
                       for k in _RATES if k in m])]
     speed = m.get("tps.user")
     if speed is not None:  # passports before it was defined have none
@@ -166,51 +168,52 @@ def _results_blocks(p: Passport) -> list[Block]:
                         "with two or more tokens, the decode speed one user sees; higher is better, so the slow "
                         "tail is the minimum."),
                    Table(["metric", "n", "min", "p50", "mean", "max"],
-                         [["`tps.user`", str(speed.n), num(speed.min), num(speed.p50), num(speed.mean),
-                           num(speed.max)]])]
-    if p.results.slo is not None:
+                         [["`tps.user`", str(speed["n"]), num(speed["min"]), num(speed["p50"]), num(speed["mean"]),
+                           num(speed["max"])]])]
+    if p.results.get("slo") is not None:
         blocks += [Heading("SLO"), Bullets(slo_lines(p))]
-    if p.results.cost is not None:
+    if p.results.get("cost") is not None:
         blocks += [Heading("Cost"), Bullets(cost_lines(p))]
-    discard = p.results.discard
+    discard = p.results.get("discard")
     if discard is not None:
-        items = [f"repetition {d.repetition}: discarded by `{d.rule}` ({d.message}); its requests stay in "
-                 "requests.parquet and count in no figure" for d in discard.discarded] or ["none discarded"]
-        items += [f"`{n['rule']}` could not be evaluated: {n['reason']}" for n in discard.not_evaluable]
+        items = [f"repetition {d['repetition']}: discarded by `{d['rule']}` ({d['message']}); its requests stay in "
+                 "requests.parquet and count in no figure" for d in discard["discarded"]] or ["none discarded"]
+        items += [f"`{n['rule']}` could not be evaluated: {n['reason']}" for n in discard["not_evaluable"]]
         blocks += [Heading("Discarded repetitions (pre-registered rules)"),
-                   Para(f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard.rules)}."),
+                   Para(f"Rules declared before the run: {', '.join(f'`{r}`' for r in discard['rules'])}."),
                    Bullets(items)]
-    server = p.results.server
+    server = p.results.get("server")
     if server is not None:
         items = [f"`{k}`: peak {v['peak']:.3g}, mean {v['mean']:.3g} ({int(v['n'])} samples)"
-                 for k, v in server.gauges.items()]
-        items += [f"`{k}` over the window: +{v:,.0f}" for k, v in server.counter_deltas.items()]
-        if server.prefix_cache_hit_rate is not None:
-            items.append(f"prefix-cache hit rate: {server.prefix_cache_hit_rate:.1%}")
-        if server.gpu_memory_peak_bytes is not None:
-            items.append(f"GPU memory peak {server.gpu_memory_peak_bytes / 2**30:.2f} GiB ({server.gpu_source})")
-        items.append(f"energy: {server.energy_j:,.0f} J" if server.energy_j is not None
-                     else f"energy: not measured ({server.energy_reason})")
-        if server.scrape_failures:
-            items.append(f"{server.scrape_failures} scrapes failed (see telemetry.parquet, source `sampler`)")
+                 for k, v in server["gauges"].items()]
+        items += [f"`{k}` over the window: +{v:,.0f}" for k, v in server["counter_deltas"].items()]
+        if server["prefix_cache_hit_rate"] is not None:
+            items.append(f"prefix-cache hit rate: {server['prefix_cache_hit_rate']:.1%}")
+        if server["gpu_memory_peak_bytes"] is not None:
+            items.append(f"GPU memory peak {server['gpu_memory_peak_bytes'] / 2**30:.2f} GiB ({server['gpu_source']})")
+        items.append(f"energy: {server['energy_j']:,.0f} J" if server["energy_j"] is not None
+                     else f"energy: not measured ({server['energy_reason']})")
+        if server["scrape_failures"]:
+            items.append(f"{server['scrape_failures']} scrapes failed (see telemetry.parquet, source `sampler`)")
         blocks += [Heading("Server (telemetry over the measurement window)"), Bullets(items)]
-    usage = p.results.prefix_cache_usage
+    usage = p.results.get("prefix_cache_usage")
     if usage is not None and usage.get("share_of_prompt_tokens") is not None:
         blocks.append(Para(f"Cached prompt tokens (usage): {usage['cached_tokens']:,} "
                            f"({float(usage['share_of_prompt_tokens'] or 0):.1%} of prompt tokens, "
                            f"{usage['requests_reporting']} requests reporting)."))
-    pm = p.results.peak_memory
-    c = p.results.client
+    pm = p.results["peak_memory"]
+    c = p.results["client"]
     blocks.append(Para(
-        (f"Peak memory: {pm.value_bytes / 2**20:.1f} MiB ({pm.source})." if pm.value_bytes is not None
-         else f"Peak memory: unknown ({pm.reason}).")
-        + f" Client: CPU share mean {num(c.cpu_share_mean)} / max {num(c.cpu_share_max)}, loop lag p99 "
-          f"{num(c.loop_lag_p99_ms)} ms, dispatch lag p99 {num(c.dispatch_lag_p99_ms, 3)} ms."))
-    if c.workers:
+        (f"Peak memory: {pm['value_bytes'] / 2**20:.1f} MiB ({pm['source']})." if pm["value_bytes"] is not None
+         else f"Peak memory: unknown ({pm.get('reason')}).")
+        + f" Client: CPU share mean {num(c['cpu_share_mean'])} / max {num(c['cpu_share_max'])}, loop lag p99 "
+          f"{num(c['loop_lag_p99_ms'])} ms, dispatch lag p99 {num(c['dispatch_lag_p99_ms'], 3)} ms."))
+    workers = c.get("workers")
+    if workers:
         blocks.append(Table(["worker", "requests", "CPU share mean", "CPU share max", "loop lag p99 ms",
                              "dispatch lag p99 ms"],
-                            [[str(w.worker), str(w.requests), num(w.cpu_share_mean), num(w.cpu_share_max),
-                              num(w.loop_lag_p99_ms), num(w.dispatch_lag_p99_ms, 3)] for w in c.workers]))
+                            [[str(w["worker"]), str(w["requests"]), num(w["cpu_share_mean"]), num(w["cpu_share_max"]),
+                              num(w["loop_lag_p99_ms"]), num(w["dispatch_lag_p99_ms"], 3)] for w in workers]))
     return blocks
 
 
@@ -224,35 +227,36 @@ def _traffic_blocks(p: Passport) -> list[Block]:
     """What was offered and answered: lengths target vs realized, shapes, sessions, checks."""
     r = p.results
     blocks: list[Block] = []
-    if r.lengths:
-        li, lo = r.lengths["input_tokens"], r.lengths["output_tokens"]
+    lengths, shapes, sessions, checks = r.get("lengths"), r.get("shapes"), r.get("sessions"), r.get("checks")
+    if lengths:
+        li, lo = lengths["input_tokens"], lengths["output_tokens"]
         rows = [["input, target", *_dist_cells(li["target"])], ["input, our tokenizer", *_dist_cells(li["client"])],
                 ["input, server (single requests)", *_dist_cells(li["server"])],
                 ["output, target", *_dist_cells(lo["target"])], ["output, realized", *_dist_cells(lo["realized"])]]
-        if r.lengths.get("reasoning_tokens"):
-            rows.append(["reasoning (apart from output text)", *_dist_cells(r.lengths["reasoning_tokens"])])
+        if lengths.get("reasoning_tokens"):
+            rows.append(["reasoning (apart from output text)", *_dist_cells(lengths["reasoning_tokens"])])
         blocks += [Heading("Lengths (tokens)"), Table(["", "n", "mean", "p50", "p99", "max"], rows)]
         if lo.get("met_target_share") is not None:
             blocks.append(Para(f"Requests whose max_tokens was the target (ignore_eos) that reached it: "
                                f"{lo['met_target_share']:.1%}."))
-    if r.shapes:
+    if shapes:
         blocks += [Heading("Traffic shapes"),
                    Table(["shape", "requests", "outcomes", "TTFT p50 (ms)", "E2E p50 (ms)"],
                          [[f"`{k}`", str(v["requests"]), ", ".join(f"{o} {n}" for o, n in v["outcomes"].items()),
-                           ms(v["ttft_p50_s"]), ms(v["e2e_p50_s"])] for k, v in r.shapes.items()])]
-    if r.sessions:
-        s = r.sessions
+                           ms(v["ttft_p50_s"]), ms(v["e2e_p50_s"])] for k, v in shapes.items()])]
+    if sessions:
+        s = sessions
         blocks += [Heading("Sessions (multi-turn)"),
                    Para(f"{s['started']} sessions started, {s['completed']} completed, {s['cut_short']} cut short by "
                         f"a failed turn; {s['turns_sent']} of {s['turns_planned']} planned turns sent."),
                    Table(["turn", "n", "context p50 (tokens)", "context max"],
                          [[t, str(v["n"]), f"{v['p50']:g}", f"{v['max']:g}"]
                           for t, v in s["context_tokens_by_turn"].items()])]
-    if r.checks:
+    if checks:
         blocks += [Heading("Answer checks"),
                    Table(["check", "requests", "checked", "passed", "results"],
                          [[f"`{k}`", str(v["requests"]), str(v["checked"]), str(v["passed"]),
-                           ", ".join(f"{a} {n}" for a, n in v["results"].items())] for k, v in r.checks.items()])]
+                           ", ".join(f"{a} {n}" for a, n in v["results"].items())] for k, v in checks.items()])]
     return blocks
 
 
@@ -260,21 +264,24 @@ def _validity_blocks(p: Passport) -> list[Block]:
     blocks: list[Block] = [
         Heading("Validity"), Para(f"Result is: {p.verdict}"),
         Table(["rule", "status", "measured", "threshold", "detail"],
-              [[r.name, r.status, _value(r.measured) if r.measured is not None else "—",
-                _value(r.threshold) if r.threshold is not None else "—", r.message] for r in p.validity.rules]),
+              [[r["name"], r["status"], _value(r["measured"]) if r["measured"] is not None else "—",
+                _value(r["threshold"]) if r["threshold"] is not None else "—", r["message"]]
+               for r in p.validity.rules]),
     ]
     c = p.validity.canaries
-    if c.status != "not_run":
-        blocks.append(Para(f"Canaries: suite `{c.suite}` v{c.suite_version} (sha256 `{(c.suite_sha256 or '')[:16]}…`): "
-                           f"{c.reason}" + (f"; the largest context served {c.largest_context_served_tokens} tokens"
-                                            if c.largest_context_served_tokens else "") + "."))
-        if c.failures:
+    if c["status"] != "not_run":
+        largest = c.get("largest_context_served_tokens")
+        blocks.append(Para(f"Canaries: suite `{c['suite']}` v{c.get('suite_version')} "
+                           f"(sha256 `{(c.get('suite_sha256') or '')[:16]}…`): {c.get('reason')}"
+                           + (f"; the largest context served {largest} tokens" if largest else "") + "."))
+        failures = c.get("failures")
+        if failures:
             blocks.append(Table(["case", "kind", "category", "reason", "expected", "actual"],
-                                [[f"`{f.case_id}`", f.kind, f.category, f.reason, _value(f.expected),
-                                  _value(f.actual)] for f in c.failures]))
-    recs = [r for r in p.validity.rules if r.recommendation]
+                                [[f"`{f['case_id']}`", f["kind"], f["category"], f["reason"], _value(f["expected"]),
+                                  _value(f["actual"])] for f in failures]))
+    recs = [r for r in p.validity.rules if r["recommendation"]]
     if recs:
-        blocks += [Para("Recommendations:"), Bullets([f"{r.name}: {r.recommendation}" for r in recs])]
+        blocks += [Para("Recommendations:"), Bullets([f"{r['name']}: {r['recommendation']}" for r in recs])]
     blocks += [Para("Counts (measured requests; — = not checked by this run):"),
                Bullets([f"{k}: {'—' if v is None else v}" for k, v in p.validity.counts.items()])]
     return blocks
@@ -299,7 +306,7 @@ def _protocol_blocks(p: Passport) -> list[Block]:
         + (f" ({pr.prefix_cache.get('chosen')})" if pr.prefix_cache.get("declared") == "auto" else "")
         + f" (enforced: {pr.prefix_cache['enforced']}; {pr.prefix_cache.get('method', '')}"
         + (f"; {pr.prefix_cache['reason']}" if pr.prefix_cache.get("reason") else "") + ")",
-        f"canaries: {p.validity.canaries.status} ({p.validity.canaries.reason or ''})",
+        f"canaries: {p.validity.canaries['status']} ({p.validity.canaries.get('reason') or ''})",
         f"harness {pr.harness.version} at {pr.harness.git_revision or 'unknown revision'}"
         f"{' (dirty)' if pr.harness.git_dirty else ''}, Python {pr.harness.python}, uvloop {pr.harness.uvloop}",
         f"overrides: {', '.join(f'{o.field}={o.value} ({o.source})' for o in pr.overrides) or 'none'}",
@@ -333,8 +340,8 @@ def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
         return []
     samples = per_request_samples(folder, CDF_METRICS)
     series = {p.name: {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}}
-    windows = [((w.start_ns or 0) / 1e9, (w.end_ns or 0) / 1e9) for w in p.results.windows
-               if w.start_ns is not None and w.end_ns is not None]
+    windows = [((w["start_ns"] or 0) / 1e9, (w["end_ns"] or 0) / 1e9) for w in p.results["windows"]
+               if w["start_ns"] is not None and w["end_ns"] is not None]
     png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
     return [
         Heading("Plots"),
@@ -369,7 +376,7 @@ def run_report_blocks(p: Passport, folder: Path) -> list[Block]:
     blocks += _protocol_blocks(p)
     blocks += [Heading("Files"),
                Table(["file", "rows", "bytes", "sha256"],
-                     [[name, str(f.rows) if f.rows is not None else "—", str(f.bytes), f"`{f.sha256}`"]
+                     [[name, str(f["rows"]) if f["rows"] is not None else "—", str(f["bytes"]), f"`{f['sha256']}`"]
                       for name, f in p.files.items() if name in RAW_FILES])]
     return blocks
 

@@ -24,16 +24,12 @@ from passport.audit import (
 )
 from passport.model import (
     SCHEMA_VERSION,
-    CanaryInfo,
     ClockInfo,
-    FileEntry,
     HarnessInfo,
     MetricDefinition,
     Passport,
     PassportDraft,
     Protocol,
-    Results,
-    RuleResult,
     ScheduleInfo,
     Signature,
     Validity,
@@ -121,13 +117,11 @@ def finalize(folder: Path, draft: PassportDraft, state: RunState, finished_utc: 
     derived = derive(folder, protocol.model_dump(mode="json"), state)
     validity = Validity(verdict=derived.verdict, complete=state.complete, incomplete_reason=state.incomplete_reason,
                         forced=derived.canaries["forced"], launched_engine=state.launched_engine,
-                        canaries=CanaryInfo.model_validate(derived.canaries),
-                        rules=[RuleResult.model_validate(r) for r in derived.rules], counts=derived.counts)
+                        canaries=derived.canaries, rules=derived.rules, counts=derived.counts)
     return Passport(
         schema_version=SCHEMA_VERSION, run_id=draft.run_id, name=draft.name, created_utc=finished_utc,
         verdict=derived.verdict, identity=draft.identity, protocol=protocol, validity=validity,
-        results=Results.model_validate(derived.results),
-        files={name: FileEntry.model_validate(entry) for name, entry in file_entries(folder).items()},
+        results=derived.results, files=file_entries(folder),
     )
 
 
@@ -137,8 +131,8 @@ def write_passport(folder: Path, passport: Passport, reports: bool = True, to: P
     passport.json there instead (a fallback), keeping the folder's draft for `passport recover`."""
     if reports:
         write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
-    files = {name: FileEntry.model_validate(entry) for name, entry in file_entries(folder, reports=reports).items()}
-    sealed = passport.model_copy(update={"files": files, "content_sha256": None, "signature": None})
+    sealed = passport.model_copy(update={"files": file_entries(folder, reports=reports), "content_sha256": None,
+                                         "signature": None})
     sealed_hash = content_sha256(sealed.json_dict())
     sealed = sealed.model_copy(update={"content_sha256": sealed_hash,
                                        "signature": Signature.model_validate(sign_content(sealed_hash))})

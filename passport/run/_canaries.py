@@ -16,8 +16,7 @@ import pyarrow.parquet as pq
 from canaries import CanaryError, CaseResult, Suite, load_suite, require_sandbox, run_case, run_suite, write_results
 from harness import Api, HttpClient, ProgressSink
 from passport._errors import SpecError
-from passport.audit import CANARIES_FILE, canary_figures
-from passport.model import CanaryInfo
+from passport.audit import CANARIES_FILE, CanaryFigures, canary_figures
 from passport.run._endpoint import Access
 
 __all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
@@ -49,15 +48,14 @@ def run_canaries(suite: Suite, way: Access, model: str, api: Api, t0_ns: int,
 
 
 def canary_info(suite: Suite, results: list[CaseResult], forced: bool, folder: Path,
-                under_load: list[CaseResult] | None = None, share: float = 0.0) -> CanaryInfo:
+                under_load: list[CaseResult] | None = None, share: float = 0.0) -> CanaryFigures:
     """Write every case (the pre-timing gate `results`, then `under_load` cases sampled during
     the timed run) to canaries.parquet and sum them up for the passport, from that file, as
     `passport verify` does."""
     path = folder / CANARIES_FILE
     write_results(path, results + (under_load or []))
-    figures = canary_figures(pq.read_table(path), suite.suite, suite.version, forced,
-                             share if under_load is not None else None)
-    return CanaryInfo.model_validate(figures)
+    return canary_figures(pq.read_table(path), suite.suite, suite.version, forced,
+                          share if under_load is not None else None)
 
 
 class UnderLoad:

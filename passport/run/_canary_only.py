@@ -16,7 +16,8 @@ from pathlib import Path
 
 from canaries import CaseResult, Suite, record_suite
 from harness import EngineLauncher, engines
-from passport.model import CanaryInfo, RunSpec
+from passport.audit import CanaryFigures
+from passport.model import RunSpec
 from passport.run._canaries import canary_info, load_declared_suite, run_canaries
 from passport.run._disk import make_run_folder
 from passport.run._endpoint import access, auth_headers, engine_launcher, model_of
@@ -29,7 +30,7 @@ class CanaryOutcome:
     folder: Path
     suite: Suite
     results: list[CaseResult]
-    info: CanaryInfo
+    info: CanaryFigures
 
 
 def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: Path | None = None,

@@ -1,4 +1,4 @@
-"""`passport run`: the data flow of DESIGN.md, from a validated spec to a written passport.
+"""`passport run`: the data flow of docs/design.md, from a validated spec to a written passport.
 
 Stages, each a function with typed inputs and outputs (`_stages.py`):
 open the run folder -> launch the engine (optional) -> identify (probe, identity, tokenizer) ->
@@ -36,8 +36,8 @@ from harness import (
     write_new,
 )
 from passport._errors import OutputFolderError
-from passport.audit import SPEC_FILE, RunState, sha256_file
-from passport.model import CanaryInfo, Override, Passport, PassportDraft, RunSpec, with_overrides
+from passport.audit import NO_CANARIES, SPEC_FILE, RunState, sha256_file
+from passport.model import Override, Passport, PassportDraft, RunSpec, with_overrides
 from passport.run._assemble import (
     cycle_note,
     draft_passport,
@@ -165,13 +165,13 @@ def gate_on_canaries(run: Opened, found: Identified, planned: Planned, say: Say)
     """Run the declared suite before any timing; a failure holds the run unless forced."""
     suite = run.suite
     if suite is None:
-        return Gate(CanaryInfo(status="not_run", suite="none", reason="the spec declares canaries: none"), None, True)
+        return Gate(NO_CANARIES, None, True)
     say(f"canaries: suite {suite.suite!r}, {len(suite.cases)} cases, one at a time")
     results = run_canaries(suite, found.access, found.model_id, run.spec.endpoint.api, planned.t0_ns,
                            on_case=lambda r: say(f"  {r.verdict.upper():<4} {r.case_id}: {r.reason}"),
                            engine=found.engine)
     info = canary_info(suite, results, run.force, run.folder)
-    proceed = info.status != "failed" or run.force
+    proceed = info["status"] != "failed" or run.force
     if not proceed:
         say("canaries failed: HOLD, no timed request is sent (--force times the run anyway)")
     return Gate(info, results, proceed)

@@ -1,4 +1,4 @@
-"""What each stage of a run hands the next (DESIGN.md, data flow): plain frozen records, so a
+"""What each stage of a run hands the next (docs/design.md, data flow): plain frozen records, so a
 stage's inputs and outputs are explicit and none steers another by exception.
 
     open_run -> Opened -> identify -> Identified -> plan -> Planned -> gate_on_canaries -> Gate
@@ -16,7 +16,8 @@ import numpy as np
 
 from canaries import CaseResult, Suite
 from harness import ProgressSink, RepetitionResult, Schedule
-from passport.model import CanaryInfo, DeclaredInfo, Override, RunSpec, SourcedValue
+from passport.audit import CanaryFigures
+from passport.model import DeclaredInfo, Override, RunSpec, SourcedValue
 from passport.run._endpoint import Access
 from workloads import LoadedTokenizer, RequestSet
 
@@ -76,7 +77,7 @@ class Planned:
 class Gate:
     """The canaries' verdict before timing; `proceed` is False on HOLD."""
 
-    info: CanaryInfo
+    info: CanaryFigures
     results: list[CaseResult] | None
     proceed: bool
 

@@ -1,23 +1,25 @@
 from __future__ import annotations
 
+from typing import cast
+
 import pytest
 
 from passport import Passport
+from passport.audit import StatFigures, empty_stat
 from passport.model import (
-    CanaryInfo,
-    ClientInfo,
     ClockInfo,
     HarnessInfo,
-    PeakMemory,
     Protocol,
-    Results,
-    RuleResult,
     ScheduleInfo,
     SourcedValue,
-    Stat,
     Validity,
     WorkloadInfo,
 )
+
+
+def stat_of(n: int, **figures: float | int | None) -> StatFigures:
+    """A metric summary of `n` samples with the given statistics (the rest null)."""
+    return cast(StatFigures, {**empty_stat(n), **figures})
 
 
 @pytest.fixture
@@ -36,12 +38,13 @@ def sample_passport() -> Passport:
             clock=ClockInfo(clock="c", t0_perf_counter_ns=1, t0_utc="2026-11-29T00:00:00Z"), seeds={"workload": 0},
             request_params={}, max_tokens_is_target=True, prefix_cache={}, metric_definitions={},
             started_utc="s", finished_utc="f"),
-        validity=Validity(verdict="VALID", complete=True, canaries=CanaryInfo(status="not_run", suite="none"),
-                          rules=[RuleResult(name="r", status="PASS", measured=3, threshold=1, message="m")],
+        validity=Validity(verdict="VALID", complete=True, canaries={"status": "not_run", "suite": "none"},
+                          rules=[{"name": "r", "status": "PASS", "measured": 3, "threshold": 1, "message": "m",
+                                  "recommendation": None}],
                           counts={"measured": 1}),
-        results=Results(metrics={"ttft.any": Stat(n=1, p50=0.1)}, metrics_failure_inclusive={}, outcomes={"ok": 1},
-                        windows=[], peak_memory=PeakMemory(value_bytes=None, source=None), engine_restarts=None,
-                        client=ClientInfo(cpu_share_mean=None, cpu_share_max=None, loop_lag_p99_ms=None,
-                                          dispatch_lag_p99_ms=None)),
+        results={"metrics": {"ttft.any": stat_of(1, p50=0.1)}, "metrics_failure_inclusive": {}, "outcomes": {"ok": 1},
+                 "windows": [], "peak_memory": {"value_bytes": None, "source": None}, "engine_restarts": None,
+                 "client": {"cpu_share_mean": None, "cpu_share_max": None, "loop_lag_p99_ms": None,
+                            "dispatch_lag_p99_ms": None}},
         files={},
     )

@@ -13,10 +13,11 @@ import yaml
 
 from passport._errors import SpecError
 from passport.audit._cost import cost_figures
-from passport.judge import ArmRow, monthly_cost, resolve_campaign_name, summarize_arms, turns
+from passport.judge import ArmRow, resolve_campaign_name, summarize_arms, turns
 from passport.judge._names import GateError
 from passport.judge._ranking import interval_of, rank_by_repetitions
 from passport.model import configured_kv_tokens, load_campaign, load_spec, parse_campaign
+from passport.plan import monthly_cost
 
 LAUNCH = "llama-server -m {model_path} --port {port} -c 4096 -np 2"
 BASE: dict[str, Any] = {

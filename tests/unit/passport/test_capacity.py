@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from passport.judge import (
+from passport.plan import (
     Budget,
     GiB,
     KiB,

@@ -8,18 +8,18 @@ import pytest
 
 from passport import Passport
 from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition, resolve_campaign_name
-from passport.model import Stat
 from passport.report import junit_xml
 from tests.conftest import REPO
+from tests.unit.passport.conftest import stat_of
 
 
 @pytest.fixture
 def passport(sample_passport: Passport) -> Passport:
-    results = sample_passport.results.model_copy(update={
-        "metrics": {"ttft.any": Stat(n=100, p50=0.1, p99=1.5), "throughput.output_tokens_per_s": Stat(n=1, mean=42.0)},
-        "metrics_failure_inclusive": {"ttft.any": Stat(n=101, n_failed=1, p50=0.1, p99=None)},
-        "outcomes": {"ok": 99, "timeout": 1},
-    })
+    results = {**sample_passport.results,
+               "metrics": {"ttft.any": stat_of(100, p50=0.1, p99=1.5),
+                           "throughput.output_tokens_per_s": stat_of(1, mean=42.0)},
+               "metrics_failure_inclusive": {"ttft.any": stat_of(101, n_failed=1, p50=0.1, p99=None)},
+               "outcomes": {"ok": 99, "timeout": 1}}
     validity = sample_passport.validity.model_copy(update={"counts": {"measured": 200, "succeeded": 199}})
     return sample_passport.model_copy(update={"results": results, "validity": validity})
 

@@ -32,6 +32,7 @@ from typing import Any, Literal, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from passport._errors import PassportError
 from workloads import load_yaml
 
 __all__ = ["CaseSpec", "Suite", "CanaryError", "load_suite", "bundled_suites", "SUITES_DIR", "KINDS"]
@@ -40,8 +41,8 @@ SUITES_DIR = Path(__file__).resolve().parent / "suites"
 KINDS = ("exact", "json", "tool", "multi_turn", "coding", "long_context", "accounting")
 
 
-class CanaryError(Exception):
-    """A suite that cannot be read or is not valid."""
+class CanaryError(PassportError):
+    """A suite that cannot be read or is not valid, or cannot run here (SandboxUnavailable)."""
 
 
 class _Strict(BaseModel):

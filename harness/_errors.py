@@ -1,6 +1,6 @@
 """Errors that stop a run (per-request failures are data, never exceptions).
 
-    HarnessError              anything that prevents sending the load
+    HarnessError              anything that prevents sending the load (a passport._errors.PassportError)
     +-- EndpointError         the endpoint is malformed, unreachable or not OpenAI-compatible
     +-- EngineLaunchError     the declared engine failed to start or died
     +-- ScheduleError         the load cannot be scheduled as declared
@@ -8,10 +8,12 @@
 
 from __future__ import annotations
 
+from passport._errors import PassportError
+
 __all__ = ["HarnessError", "EndpointError", "EngineLaunchError", "ScheduleError"]
 
 
-class HarnessError(Exception):
+class HarnessError(PassportError):
     """The load could not be sent; the message says what and how to fix it."""
 
 

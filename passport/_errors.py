@@ -1,9 +1,20 @@
-"""Errors of the passport layer (spec, run folder, verification).
+"""The one error root, and the errors of the passport layer (spec, run folder, verification).
 
-    PassportError            anything the CLI reports as a usage or input error (exit 2)
+Every package's errors derive from `PassportError`, so a library user (and the CLI, which
+reports each as a usage or input error, exit 2) catches one class. This module imports
+nothing: `workloads`, `harness` and `canaries` import it without loading anything else of
+passport (`passport/__init__.py` loads its names on first use).
+
+    PassportError            anything that stops a command; the message says what and how to fix it
     +-- SpecError            the run spec is invalid; the message names each field and the fix
     +-- RunFolderError       a run folder or passport file cannot be read
     +-- OutputFolderError    the output folder cannot be written, or is clearly too small
+    +-- workloads.WorkloadError      the workload cannot be materialized (TokenizerError)
+    +-- harness.HarnessError         the load cannot be sent (EndpointError, EngineLaunchError,
+    |                                ScheduleError)
+    +-- canaries.CanaryError         a canary suite cannot be loaded or run (SandboxUnavailable)
+
+Per-request failures are data (outcome classes in requests.parquet), never exceptions.
 """
 
 from __future__ import annotations
@@ -12,7 +23,7 @@ __all__ = ["PassportError", "SpecError", "RunFolderError", "OutputFolderError"]
 
 
 class PassportError(Exception):
-    """An input problem; the message says what is wrong and how to fix it."""
+    """Anything that stops a command; the message says what is wrong and how to fix it."""
 
 
 class SpecError(PassportError):

@@ -101,18 +101,16 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return ExitCode.OK
     except Exception as exc:
-        # Our error classes are imported only now: a command that needs no load generator (capacity,
-        # --help) never loads it.
-        from harness import EngineLaunchError, HarnessError, scrub
         from passport._errors import PassportError
-        from workloads import WorkloadError
 
-        if isinstance(exc, EngineLaunchError):
-            print(f"ERROR: the engine did not start: {scrub(str(exc))}", file=sys.stderr)
-        elif isinstance(exc, (PassportError, HarnessError, WorkloadError)):
-            print(f"ERROR: {scrub(str(exc))}", file=sys.stderr)
-        else:
+        if not isinstance(exc, PassportError):
             raise
+        # The load generator's names are imported only now: a command that needs none (capacity,
+        # --help) never loads it.
+        from harness import EngineLaunchError, scrub
+
+        prefix = "the engine did not start: " if isinstance(exc, EngineLaunchError) else ""
+        print(f"ERROR: {prefix}{scrub(str(exc))}", file=sys.stderr)
         return ExitCode.USAGE
 
 

@@ -16,10 +16,10 @@ from typing import Any
 import httpx
 
 from harness._errors import EndpointError
+from harness._loadspec import CONTROL_BYTES
 
-__all__ = ["ControlClient", "Answer", "CONTROL_BYTES"]
+__all__ = ["ControlClient", "Answer"]
 
-CONTROL_BYTES = 16 << 20  # the default bound of one control-plane answer (limits.control_bytes)
 
 
 class ControlClient:

@@ -12,7 +12,7 @@ or every shortest timeout, whichever is less, to see new ones: the per-chunk cos
 attribute store rather than a timer re-arm, and a deadline of any size is honoured to within the
 event loop's own lag (a 50 ms total limit cuts a 100 ms stream at about 50 ms).
 
-Measured on this project's 2-core machines (DESIGN.md, Transport): a bare Protocol with uvloop
+Measured on this project's 2-core machines (docs/design.md, Transport): a bare Protocol with uvloop
 adds ~0.4 ms p99 at 25.6k chunks/s where aiohttp adds 4-7 ms; that is why this exists.
 It is not a general HTTP client: one request at a time per connection, no redirects, no
 compression, no proxies, no HTTP/2.
@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import httptools
 
 from harness._errors import EndpointError
+from harness._loadspec import Limits, Timeouts
 from harness._sse import SSEParser
 
 __all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits"]
@@ -39,30 +40,6 @@ __all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits"]
 _ERROR_BODY_LIMIT_BYTES = 4096
 _PARTIAL_EVENT_KEPT_BYTES = 64 << 10  # of an event cut off at a limit
 _now = time.perf_counter_ns
-
-
-@dataclass(frozen=True)
-class Timeouts:
-    """Per-request limits in seconds; None means no limit. `first_byte_s` runs from the send to
-    the first byte of the response *body* (headers alone come at once from most engines);
-    `stall_s` is the longest silence after that; `total_s` the whole exchange."""
-
-    connect_s: float | None = 10.0
-    first_byte_s: float | None = 120.0
-    stall_s: float | None = 60.0
-    total_s: float | None = 600.0
-
-
-@dataclass(frozen=True)
-class Limits:
-    """How much one response may send before it is cut off (the request then ends as a stream
-    error naming the limit): body bytes, bytes of one event (since the last blank line), events,
-    and header bytes. Checked once per read with C-level searches, not per byte."""
-
-    bytes_per_response: int = 128 << 20
-    bytes_per_event: int = 8 << 20
-    events_per_response: int = 2_000_000
-    header_bytes: int = 64 << 10
 
 
 @dataclass(frozen=True)

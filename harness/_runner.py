@@ -38,10 +38,11 @@ import pyarrow as pa
 
 from harness._checks import check_json, check_tool_call
 from harness._http import Exchange
+from harness._loadspec import LoadSpec
 from harness._openai import CHUNK_KINDS, SUCCESS_OUTCOMES, Api, StreamSummary, judge
 from harness._recorder import CHUNKS_SCHEMA, TableWriter
 from harness._redact import has_secret, scrub, scrub_bytes
-from harness._schedule import LoadSpec, Schedule
+from harness._schedule import Schedule
 from harness._transport import Transport
 
 __all__ = ["PreparedRequest", "Runner", "RepetitionResult", "WorkerShare", "ProgressSink", "RecordText", "SessionTurn",

@@ -30,7 +30,8 @@ from typing import Any, Protocol
 import httpx
 
 from harness import engines
-from harness._control import CONTROL_BYTES, ControlClient
+from harness._control import ControlClient
+from harness._loadspec import CONTROL_BYTES
 from harness._prom import samples
 from harness._recorder import TableWriter
 

@@ -1,6 +1,7 @@
-"""Package names loaded on first use (PEP 562), for `passport` and `passport.judge`: importing a
-package costs only what the names actually used need (`import passport.audit` and `passport
-capacity` never load the load generator, pydantic or matplotlib)."""
+"""Package names loaded on first use (PEP 562), for `harness`, `passport`, `passport.model`,
+`passport.judge` and `passport.report`: importing a package costs only what the names used need
+(`import passport.audit` and `passport capacity` never load the load generator, pydantic or
+matplotlib; a spec validates without the runner)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from harness import CONTROL_BYTES, Limits, LoadSpec, scrub
+from harness import LimitsSpec, LoadSpec, TimeoutSpec, scrub
 from passport._errors import SpecError
 from passport._input import read_bounded
 from passport.audit._declared import parse_discard_rule, parse_slo
@@ -102,30 +102,6 @@ class ValiditySpec(_Strict):
                                "(closed loop), the schedule's mean gap or TTFT p50 (open loop), TTFT p50 (loop lag).")
     lag_floor_ms: float = Field(0.25, ge=0, description="A lag at or below this never fails.")
     lag_ceiling_ms: float = Field(250.0, gt=0, description="A lag above this always fails.")
-
-
-class TimeoutSpec(_Strict):
-    """Per-request limits in seconds (null: none)."""
-
-    connect_s: float | None = Field(10.0, gt=0, le=86400)
-    first_byte_s: float | None = Field(300.0, gt=0, le=86400)
-    stall_s: float | None = Field(60.0, gt=0, le=86400)
-    total_s: float | None = Field(900.0, gt=0, le=86400)
-    control_s: float = Field(10.0, gt=0, le=600, description="Whole-answer limit of each control-plane call "
-                                                             "(probes, /metrics, /tokenize, cache resets).")
-
-
-class LimitsSpec(_Strict):
-    """How much one answer may send before it is cut off (`stream_error`), so a hostile endpoint
-    cannot exhaust the harness's memory (at worst concurrency x bytes_per_response); the defaults
-    are harness.Limits', far above what an engine sends (a 100,000-token answer is 25-60 MB of
-    events, by engine)."""
-
-    bytes_per_response: int = Field(Limits.bytes_per_response, ge=1 << 10, le=1 << 34)
-    bytes_per_event: int = Field(Limits.bytes_per_event, ge=1 << 10, le=1 << 32)
-    events_per_response: int = Field(Limits.events_per_response, ge=10, le=1 << 32)
-    header_bytes: int = Field(Limits.header_bytes, ge=1 << 10, le=1 << 26)
-    control_bytes: int = Field(CONTROL_BYTES, ge=1 << 10, le=1 << 32, description="Per control-plane answer.")
 
 
 class TelemetrySpec(_Strict):
@@ -223,7 +199,7 @@ class CostSpec(_Strict):
 
 
 class RunSpec(_Strict):
-    """A whole run, as declared. See DESIGN.md "The spec" for the canonical example."""
+    """A whole run, as declared. See docs/design.md "The spec" for the canonical example."""
 
     name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     endpoint: EndpointSpec = Field(default_factory=EndpointSpec)

@@ -84,11 +84,8 @@ def access(spec: RunSpec, headers: dict[str, str], launcher: EngineLauncher | No
     `headers` and stripped from it)."""
     base_url = base_url or spec.endpoint.base_url or (launcher.base_url if launcher is not None else None)
     assert base_url is not None, "a spec without endpoint.base_url declares an engine"
-    t, lim = spec.timeouts, spec.limits
-    return Access(strip_userinfo(base_url)[0], headers, spec.endpoint.ca_file,
-                  Timeouts(t.connect_s, t.first_byte_s, t.stall_s, t.total_s),
-                  Limits(lim.bytes_per_response, lim.bytes_per_event, lim.events_per_response, lim.header_bytes),
-                  t.control_s, lim.control_bytes)
+    return Access(strip_userinfo(base_url)[0], headers, spec.endpoint.ca_file, spec.timeouts.timeouts(),
+                  spec.limits.limits(), spec.timeouts.control_s, spec.limits.control_bytes)
 
 
 def model_of(spec: RunSpec, cards: list[dict[str, Any]], base_url: str) -> str:

@@ -28,6 +28,7 @@ linear percentile, as all four use). What each tool measures differently, read f
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Literal
 
@@ -153,134 +154,205 @@ def _column(requests: pa.Table, name: str) -> np.ndarray:
     return values
 
 
-def tool_view(run_dir: Path, tool: Tool, api: str) -> ToolView:
-    """The run summarized as `tool` would summarize it (see the module docstring); `api` is the
-    run's endpoint.api (chat or completions)."""
-    requests, chunks, failed = _per_request(Path(run_dir))
-    ids = requests["request_id"].to_numpy()
-    start = _column(requests, "sent_ns") - np.nan_to_num(_column(requests, "connect_ns"))
-    end = _column(requests, "end_ns")
-    server, client = _column(requests, "completion_tokens"), _column(requests, "completion_tokens_client")
-    out = np.where(np.isfinite(server), server, client)
-    prompt_server, prompt_client = _column(requests, "prompt_tokens"), _column(requests, "input_tokens_client")
-    prompt = np.where(np.isfinite(prompt_server), prompt_server, prompt_client)
-    total_in = float(np.nansum(prompt))
-    ms = 1e-6
-    n = len(ids)
-    wall_s = (float(end.max() - start.min()) / 1e9) if n else float("nan")
-    columns = _COLUMNS[tool]
+_WINDOW = "first send to last end (the tool's clock starts a little earlier)"
 
-    def fig(name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
-        return ToolFigure(name, unit, _summary(values, columns), passport, differs)
 
-    def firsts_lasts(kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
-        events = _events(chunks, ids, kinds)
+@dataclass(frozen=True)
+class _Run:
+    """A run's successful measured requests as every tool's view reads them: each request's
+    start (before connecting) and end, output and prompt tokens (usage, else our count)."""
+
+    requests: pa.Table
+    chunks: pa.Table
+    failed: int
+    columns: tuple[str, ...]
+
+    @cached_property
+    def ids(self) -> np.ndarray:
+        ids: np.ndarray = self.requests["request_id"].to_numpy()
+        return ids
+
+    @cached_property
+    def start(self) -> np.ndarray:
+        start: np.ndarray = _column(self.requests, "sent_ns") - np.nan_to_num(_column(self.requests, "connect_ns"))
+        return start
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        return _column(self.requests, "end_ns")
+
+    @cached_property
+    def server(self) -> np.ndarray:
+        return _column(self.requests, "completion_tokens")
+
+    @cached_property
+    def out(self) -> np.ndarray:
+        out: np.ndarray = np.where(np.isfinite(self.server), self.server,
+                                   _column(self.requests, "completion_tokens_client"))
+        return out
+
+    @cached_property
+    def prompt(self) -> np.ndarray:
+        server, client = _column(self.requests, "prompt_tokens"), _column(self.requests, "input_tokens_client")
+        prompt: np.ndarray = np.where(np.isfinite(server), server, client)
+        return prompt
+
+    @property
+    def n(self) -> int:
+        return len(self.ids)
+
+    @property
+    def total_in(self) -> float:
+        return float(np.nansum(self.prompt))
+
+    @property
+    def wall_s(self) -> float:
+        return (float(self.end.max() - self.start.min()) / 1e9) if self.n else float("nan")
+
+    def fig(self, name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
+        return ToolFigure(name, unit, _summary(values, self.columns), passport, differs)
+
+    def firsts_lasts(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
+        """Each request's first and last event of `kinds`, the gaps between them, the events."""
+        events = _events(self.chunks, self.ids, kinds)
         first = np.array([e[0] if len(e) else np.nan for e in events], dtype=np.float64)
         last = np.array([e[-1] if len(e) else np.nan for e in events], dtype=np.float64)
         gaps = np.concatenate([np.diff(e) for e in events]) if events else np.zeros(0)
         return first, last, gaps.astype(np.float64), events
 
-    def per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.where(tokens > 1, (latency - ttft) / (tokens - 1), np.nan)
 
-    window = "first send to last end (the tool's clock starts a little earlier)"
-    totals: list[ToolTotal]
-    figures: list[ToolFigure]
+def _per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """(latency - TTFT) / (tokens - 1) of each request with two tokens or more, else NaN."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        values: np.ndarray = np.where(tokens > 1, (latency - ttft) / (tokens - 1), np.nan)
+        return values
+
+
+def tool_view(run_dir: Path, tool: Tool, api: str) -> ToolView:
+    """The run summarized as `tool` would summarize it (see the module docstring); `api` is the
+    run's endpoint.api (chat or completions)."""
+    requests, chunks, failed = _per_request(Path(run_dir))
+    run = _Run(requests, chunks, failed, _COLUMNS[tool])
     if tool in ("vllm", "sglang"):
-        if tool == "vllm":
-            first, last, gaps, events = firsts_lasts(_CHOICE_KINDS)
-            if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
-                last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
-            ttft, e2e, tokens = first - start, last - start, out
-            names = ("E2EL", "ttft.any + connect")
-            notes = ("starts before connecting; the first event with choices, an empty role delta included",
-                     "E2EL to the last event before [DONE] (usage included)",
-                     "gaps between events with choices, empty ones included",
-                     "ends at the last event before [DONE], not the last byte")
-        else:
-            first, _, gaps, events = firsts_lasts(("content",))
-            tokens = np.where(np.isfinite(server), server, _column(requests, "max_tokens"))
-            ttft, e2e = first - start, end - start
-            names = ("E2E Latency", "ttft.content + connect")
-            notes = ("starts before a new connection (one per request); the first non-empty content, reasoning not "
-                     "counted", "E2E to the last line read; tokens from usage, else the requested max_tokens",
-                     "gaps between content events only", "ends at the last line read ([DONE] included)")
-        generated = float(np.nansum(tokens))
-        peak_tokens, peak_requests = _peaks(events, start, start + e2e)
-        totals = [
-            ToolTotal("Successful requests", n, "outcomes ok + truncated", "measured requests"),
-            ToolTotal("Failed requests", failed, "measured - succeeded", "every failure class together"),
-            ToolTotal("Benchmark duration (s)", wall_s, "windows duration_s", window),
-            ToolTotal("Total input tokens", total_in, "lengths.input_tokens.server",
-                      "prompt tokens as the server counted them (the tool sums its own dataset's lengths)"),
-            ToolTotal("Total generated tokens", generated, "completion tokens",
-                      "usage" if tool == "vllm" else "usage, else the requested max_tokens"),
-            ToolTotal("Request throughput (req/s)", n / wall_s, "throughput.requests_per_s", window),
-            ToolTotal("Output token throughput (tok/s)", generated / wall_s, "throughput.output_tokens_per_s",
-                      window),
-            ToolTotal("Peak output token throughput (tok/s)", peak_tokens, "(no passport figure)",
-                      "the most streamed events in one second, counted from the first send"),
-            ToolTotal("Peak concurrent requests", peak_requests, "concurrency max",
-                      "successful requests only, each from its send to its " + names[0]),
-            ToolTotal("Total token throughput (tok/s)", (total_in + generated) / wall_s,
-                      "throughput.total_tokens_per_s", window),
-        ]
-        if tool == "sglang":
-            totals[6:6] = [ToolTotal("Input token throughput (tok/s)", total_in / wall_s, "(no passport figure)",
-                                     window)]
-            totals.append(ToolTotal("Concurrency", float(np.nansum(e2e)) / 1e9 / wall_s, "concurrency mean",
-                                    "the sum of E2E latencies over the duration"))
-        figures = [
-            fig("TTFT", ttft * ms, names[1], notes[0]),
-            fig("TPOT", per_token(e2e, ttft, tokens) * ms, "tpot", notes[1]),
-            fig("ITL", gaps * ms, "itl.chunk", notes[2]),
-            fig(names[0], e2e * ms, "e2e + connect", notes[3]),
-        ]
+        totals, figures = _serving_view(run, tool, api)
     elif tool == "aiperf":
-        first, last, gaps, _ = firsts_lasts(_TOKEN_KINDS)
-        ttft = first - start
-        latency = last - start
-        itl = per_token(latency, ttft, out)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_user = np.where(itl > 0, 1e9 / itl, np.nan)
-        generated = float(np.nansum(out))
-        totals = [
-            ToolTotal("Request Count (requests)", n, "outcomes ok + truncated", "measured successful requests"),
-            ToolTotal("Request Throughput (requests/sec)", n / wall_s, "throughput.requests_per_s", window),
-            ToolTotal("Output Token Throughput (tokens/sec)", generated / wall_s, "throughput.output_tokens_per_s",
-                      window),
-        ]
-        figures = [
-            fig("Time to First Token", ttft * ms, "ttft.any + connect", "starts before the connection is acquired"),
-            fig("Inter Token Latency", itl * ms, "tpot", "per request, from its latency and TTFT"),
-            fig("Inter Chunk Latency", gaps * ms, "itl.chunk", "the same gaps"),
-            fig("Request Latency", latency * ms, "e2e + connect", "ends at the last token-bearing response, not the "
-                "last byte"),
-            fig("Output Token Throughput Per User", per_user, "tps.user", "1 / its inter token latency: TTFT left "
-                "out, as tps.user leaves it", "tokens/sec/user"),
-            fig("Output Sequence Length", out, "lengths.output_tokens.realized", "usage, else our count", "tokens"),
-            fig("Input Sequence Length", prompt, "lengths.input_tokens.server", "usage, else our count", "tokens"),
-        ]
+        totals, figures = _aiperf_view(run)
     else:
-        first, last, _, _ = firsts_lasts(_TOKEN_KINDS)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            itl = np.where(out > 1, (last - first) / (out - 1), np.nan)
-            tpot = np.where(out > 0, (last - start) / out, np.nan)
-        generated = float(np.nansum(out))
-        totals = [
-            ToolTotal("duration (s)", wall_s, "windows duration_s", window),
-            ToolTotal("requests_per_second", n / wall_s, "throughput.requests_per_s", window),
-            ToolTotal("output_tokens_per_second", generated / wall_s, "throughput.output_tokens_per_s", window),
-            ToolTotal("tokens_per_second", (total_in + generated) / wall_s, "throughput.total_tokens_per_s",
-                      window + "; prompt and output tokens"),
-        ]
-        figures = [
-            fig("request_latency", (end - start) / 1e9, "e2e + connect", "start to end, in seconds as guidellm "
-                "reports it", "s"),
-            fig("time_to_first_token_ms", (first - start) * ms, "ttft.any + connect", "starts before connecting"),
-            fig("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
-            fig("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
-                "token over all output tokens"),
-        ]
-    return ToolView(tool, n, columns, totals, figures)
+        totals, figures = _guidellm_view(run)
+    return ToolView(tool, run.n, run.columns, totals, figures)
+
+
+def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[ToolFigure]]:
+    """vLLM's or SGLang's bench summary of the run."""
+    start, end, out, n, wall_s, total_in, window = r.start, r.end, r.out, r.n, r.wall_s, r.total_in, _WINDOW
+    fig, firsts_lasts, ms = r.fig, r.firsts_lasts, 1e-6
+    requests, server, failed = r.requests, r.server, r.failed
+    if tool == "vllm":
+        first, last, gaps, events = firsts_lasts(_CHOICE_KINDS)
+        if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
+            last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
+        ttft, e2e, tokens = first - start, last - start, out
+        names = ("E2EL", "ttft.any + connect")
+        notes = ("starts before connecting; the first event with choices, an empty role delta included",
+                 "E2EL to the last event before [DONE] (usage included)",
+                 "gaps between events with choices, empty ones included",
+                 "ends at the last event before [DONE], not the last byte")
+    else:
+        first, _, gaps, events = firsts_lasts(("content",))
+        tokens = np.where(np.isfinite(server), server, _column(requests, "max_tokens"))
+        ttft, e2e = first - start, end - start
+        names = ("E2E Latency", "ttft.content + connect")
+        notes = ("starts before a new connection (one per request); the first non-empty content, reasoning not "
+                 "counted", "E2E to the last line read; tokens from usage, else the requested max_tokens",
+                 "gaps between content events only", "ends at the last line read ([DONE] included)")
+    generated = float(np.nansum(tokens))
+    peak_tokens, peak_requests = _peaks(events, start, start + e2e)
+    totals = [
+        ToolTotal("Successful requests", n, "outcomes ok + truncated", "measured requests"),
+        ToolTotal("Failed requests", failed, "measured - succeeded", "every failure class together"),
+        ToolTotal("Benchmark duration (s)", wall_s, "windows duration_s", window),
+        ToolTotal("Total input tokens", total_in, "lengths.input_tokens.server",
+                  "prompt tokens as the server counted them (the tool sums its own dataset's lengths)"),
+        ToolTotal("Total generated tokens", generated, "completion tokens",
+                  "usage" if tool == "vllm" else "usage, else the requested max_tokens"),
+        ToolTotal("Request throughput (req/s)", n / wall_s, "throughput.requests_per_s", window),
+        ToolTotal("Output token throughput (tok/s)", generated / wall_s, "throughput.output_tokens_per_s",
+                  window),
+        ToolTotal("Peak output token throughput (tok/s)", peak_tokens, "(no passport figure)",
+                  "the most streamed events in one second, counted from the first send"),
+        ToolTotal("Peak concurrent requests", peak_requests, "concurrency max",
+                  "successful requests only, each from its send to its " + names[0]),
+        ToolTotal("Total token throughput (tok/s)", (total_in + generated) / wall_s,
+                  "throughput.total_tokens_per_s", window),
+    ]
+    if tool == "sglang":
+        totals[6:6] = [ToolTotal("Input token throughput (tok/s)", total_in / wall_s, "(no passport figure)",
+                                 window)]
+        totals.append(ToolTotal("Concurrency", float(np.nansum(e2e)) / 1e9 / wall_s, "concurrency mean",
+                                "the sum of E2E latencies over the duration"))
+    figures = [
+        fig("TTFT", ttft * ms, names[1], notes[0]),
+        fig("TPOT", _per_token(e2e, ttft, tokens) * ms, "tpot", notes[1]),
+        fig("ITL", gaps * ms, "itl.chunk", notes[2]),
+        fig(names[0], e2e * ms, "e2e + connect", notes[3]),
+    ]
+    return totals, figures
+
+
+def _aiperf_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
+    """AIPerf's summary of the run."""
+    start, out, n, wall_s, window = r.start, r.out, r.n, r.wall_s, _WINDOW
+    fig, firsts_lasts, ms = r.fig, r.firsts_lasts, 1e-6
+    prompt = r.prompt
+    first, last, gaps, _ = firsts_lasts(_TOKEN_KINDS)
+    ttft = first - start
+    latency = last - start
+    itl = _per_token(latency, ttft, out)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_user = np.where(itl > 0, 1e9 / itl, np.nan)
+    generated = float(np.nansum(out))
+    totals = [
+        ToolTotal("Request Count (requests)", n, "outcomes ok + truncated", "measured successful requests"),
+        ToolTotal("Request Throughput (requests/sec)", n / wall_s, "throughput.requests_per_s", window),
+        ToolTotal("Output Token Throughput (tokens/sec)", generated / wall_s, "throughput.output_tokens_per_s",
+                  window),
+    ]
+    figures = [
+        fig("Time to First Token", ttft * ms, "ttft.any + connect", "starts before the connection is acquired"),
+        fig("Inter Token Latency", itl * ms, "tpot", "per request, from its latency and TTFT"),
+        fig("Inter Chunk Latency", gaps * ms, "itl.chunk", "the same gaps"),
+        fig("Request Latency", latency * ms, "e2e + connect", "ends at the last token-bearing response, not the "
+            "last byte"),
+        fig("Output Token Throughput Per User", per_user, "tps.user", "1 / its inter token latency: TTFT left "
+            "out, as tps.user leaves it", "tokens/sec/user"),
+        fig("Output Sequence Length", out, "lengths.output_tokens.realized", "usage, else our count", "tokens"),
+        fig("Input Sequence Length", prompt, "lengths.input_tokens.server", "usage, else our count", "tokens"),
+    ]
+    return totals, figures
+
+
+def _guidellm_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
+    """guidellm's summary of the run."""
+    start, end, out, n, wall_s, total_in, window = r.start, r.end, r.out, r.n, r.wall_s, r.total_in, _WINDOW
+    fig, firsts_lasts, ms = r.fig, r.firsts_lasts, 1e-6
+    first, last, _, _ = firsts_lasts(_TOKEN_KINDS)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        itl = np.where(out > 1, (last - first) / (out - 1), np.nan)
+        tpot = np.where(out > 0, (last - start) / out, np.nan)
+    generated = float(np.nansum(out))
+    totals = [
+        ToolTotal("duration (s)", wall_s, "windows duration_s", window),
+        ToolTotal("requests_per_second", n / wall_s, "throughput.requests_per_s", window),
+        ToolTotal("output_tokens_per_second", generated / wall_s, "throughput.output_tokens_per_s", window),
+        ToolTotal("tokens_per_second", (total_in + generated) / wall_s, "throughput.total_tokens_per_s",
+                  window + "; prompt and output tokens"),
+    ]
+    figures = [
+        fig("request_latency", (end - start) / 1e9, "e2e + connect", "start to end, in seconds as guidellm "
+            "reports it", "s"),
+        fig("time_to_first_token_ms", (first - start) * ms, "ttft.any + connect", "starts before connecting"),
+        fig("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
+        fig("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
+            "token over all output tokens"),
+    ]
+    return totals, figures

@@ -8,49 +8,15 @@ import pytest
 from passport import SpecError, load_spec, parse_spec
 from passport.audit import parse_duration_s
 
-DESIGN = Path(__file__).resolve().parents[4] / "shared" / "DESIGN.md"
-CANONICAL = """
-name: chat-smoke
-endpoint:
-  base_url: http://127.0.0.1:8080/v1
-  api: chat
-  model: auto
-  api_key_env: null
-engine:
-  launch: "llama-server -m {model_path} --host 127.0.0.1 --port {port} --metrics"
-identity:
-  weights_format: Q4_K_M
-  kv_cache_dtype: f16
-workload:
-  tokenizer: auto
-  input_tokens: {dist: lognormal, mean: 512, sigma: 0.5, min: 16, max: 2048}
-  output_tokens: {dist: fixed, value: 128}
-decoding:
-  preset: instruct
-  temperature: 0.7
-load:
-  pattern: poisson
-  rate_per_s: 2.0
-  concurrency: 8
-  warmup: {requests: 4}
-  measure: {duration_s: 60}
-  repetitions: 1
-  seed: 42
-prefix_cache: cold
-canaries: default
-slo: {ttft.any.p99: 2s, tpot.p99: 200ms}
-validity: {max_error_rate: 0.01, max_dispatch_lag_p99_ms: 10}
-"""
+DESIGN = Path(__file__).resolve().parents[3] / "docs" / "design.md"
+
 
 
 def test_the_canonical_design_example_parses(tmp_path: Path) -> None:
-    text = CANONICAL
-    if DESIGN.is_file():  # keep in step with the design document when it is beside the repo
-        block = re.search(r"```yaml\n(name: chat-smoke.*?)```", DESIGN.read_text(), re.S)
-        assert block is not None
-        text = block.group(1)
+    block = re.search(r"```yaml\n(name: chat-smoke.*?)```", DESIGN.read_text(), re.S)
+    assert block is not None, "docs/design.md lost its canonical spec"
     path = tmp_path / "spec.yaml"
-    path.write_text(text)
+    path.write_text(block.group(1))
     spec, raw = load_spec(path)
     assert spec.load.rate_per_s == 2.0 and spec.workload.input_tokens.mean == 512
     assert raw["slo"] == {"ttft.any.p99": "2s", "tpot.p99": "200ms"}

@@ -6,6 +6,7 @@
 #   both cached under ${PASSPORT_CACHE:-~/.cache/passport} and linked as .venv/bin/llama-server,
 #   the GGUF's tokenizer converted once into that cache (torch is needed for that single step,
 #   so it is installed into the cache, not the venv).
+# `--no-engine` (after --test, for the fast test tier) skips the engine, the model and its tokenizer.
 # A second call takes a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,6 +14,8 @@ PY="${PYTHON:-python3}"
 CACHE="${PASSPORT_CACHE:-$HOME/.cache/passport}"
 EXTRAS=""
 [ "${1:-}" = "--test" ] && EXTRAS="[test]"
+NO_ENGINE=""
+[ "${2:-}" = "--no-engine" ] && NO_ENGINE=1
 log() { echo "[setup] $*" >&2; }
 
 if [ ! -x .venv/bin/python ]; then
@@ -48,6 +51,7 @@ if [ -n "$EXTRAS" ]; then
   apt_install bwrap "the coding-canary sandbox" bubblewrap
 fi
 
+[ -n "$NO_ENGINE" ] && exit 0
 eval "$(PYTHON=.venv/bin/python bash scripts/setup_engine.sh)"
 ln -sf "$LLAMA_SERVER" .venv/bin/llama-server
 

@@ -3,17 +3,33 @@
 # (unit, integration against the simulated engine, end-to-end against the real llama-server),
 # with ruff and mypy --strict over the packages first.
 #
-# With no arguments the suite runs in two pytest-xdist workers, one test file per worker at a
-# time (a file's engines, Ray cluster and fixtures stay on one worker): most tests wait on
-# scripted delays or an engine, so two workers on two cores halve the wall time. Arguments go to
-# pytest as they are and run in this one process, e.g. the fast tier without the real engine:
-#   ./scripts/test.sh -m "not e2e"
+#   ./scripts/test.sh            everything, as CI runs it (builds the engine once, cached)
+#   ./scripts/test.sh --fast     the day-to-day tier: no engine build, no real engine, no Ray
+#                                cluster, no slow runs (markers in pyproject.toml); tests that
+#                                read the GGUF's tokenizer run only where it is cached already
+#   ./scripts/test.sh ARGS...    ARGS go to pytest as they are, in this one process, e.g.
+#                                ./scripts/test.sh -m "not e2e" tests/integration/test_sweep.py
+#
+# With no arguments (or --fast) the tests run in two pytest-xdist workers, one test file per
+# worker at a time (a file's engines, Ray cluster and fixtures stay on one worker): most tests
+# wait on scripted delays or an engine, so two workers on two cores halve the wall time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+workers=(-n "${PASSPORT_TEST_WORKERS:-2}" --dist loadfile)
+if [ "${1:-}" = "--fast" ]; then
+  shift
+  bash scripts/setup.sh --test --no-engine >/dev/null
+  select="not e2e and not ray and not slow"
+  gguf="${PASSPORT_CACHE:-$HOME/.cache/passport}/models/gemma-3-270m-q4_k_m.gguf"
+  [ -f "$gguf" ] || select="$select and not model"
+  .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
+  .venv/bin/python -m mypy
+  exec .venv/bin/python -m pytest "${workers[@]}" -m "$select" "$@"
+fi
 bash scripts/setup.sh --test >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
 .venv/bin/python -m mypy
 if [ "$#" -eq 0 ]; then
-  set -- -n "${PASSPORT_TEST_WORKERS:-2}" --dist loadfile
+  set -- "${workers[@]}"
 fi
 exec .venv/bin/python -m pytest "$@"

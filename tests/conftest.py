@@ -153,6 +153,17 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers from what a test uses: `simulator` where it starts the simulated engine, `model`
+    where it needs the GGUF (the tiers in scripts/test.sh select on them)."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        if "simulator" in fixtures:
+            item.add_marker(pytest.mark.simulator)
+        if "gguf_path" in fixtures:
+            item.add_marker(pytest.mark.model)
+
+
 @pytest.fixture(scope="session")
 def gguf_path() -> Path:
     if not GGUF.is_file():

@@ -14,8 +14,11 @@ from pathlib import Path
 import numpy as np
 import orjson
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import LENIENT_CLIENT, SimFactory, only_run_dir, run_cli
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 
 def test_ttft_and_itl_match_ground_truth_within_2ms_median_at_32_streams(

@@ -14,12 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 import yaml
 
 from passport.audit import content_sha256
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_report_html import browser_probe
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 SIM = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}}"
 SUITE = {"suite": "campaign-check", "version": 1, "cases": [

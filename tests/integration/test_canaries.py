@@ -16,6 +16,8 @@ import yaml
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 WriteSpec = Callable[..., Path]
 PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
           "required": ["name", "age"]}
@@ -70,6 +72,7 @@ def _files(tmp_path: Path, script: list[dict[str, Any]]) -> tuple[Path, Path]:
     return suite, script_path
 
 
+@pytest.mark.sandbox  # the coding case runs the answer under bubblewrap
 def test_every_kind_passes_against_right_answers(simulator: SimFactory, tmp_path: Path) -> None:
     suite, script = _files(tmp_path, RIGHT)
     url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--script", str(script))
@@ -80,6 +83,7 @@ def test_every_kind_passes_against_right_answers(simulator: SimFactory, tmp_path
     assert 'failures="0"' in (tmp_path / "j.xml").read_text()
 
 
+@pytest.mark.sandbox  # the coding case runs the answer under bubblewrap
 def test_every_kind_fails_against_wrong_answers_with_its_category(simulator: SimFactory, tmp_path: Path) -> None:
     suite, script = _files(tmp_path, WRONG)
     url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--script", str(script), "--forget-history", "--no-usage")

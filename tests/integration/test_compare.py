@@ -6,8 +6,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import LENIENT_FLAGS, SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 LOAD = {"pattern": "closed", "concurrency": 4, "measure": {"requests": 40}}
 

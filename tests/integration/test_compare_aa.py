@@ -17,6 +17,8 @@ from passport.model import parse_spec
 from passport.run import execute
 from tests.conftest import LENIENT_CLIENT, SimFactory
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 CALLED = ("faster", "slower", "higher", "lower")
 
 

@@ -9,7 +9,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.conftest import LENIENT_CLIENT, LENIENT_FLAGS, REPO, SimFactory, run_cli
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 

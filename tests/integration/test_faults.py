@@ -19,6 +19,8 @@ from passport.audit import load_table
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, closed_port, only_run_dir, run_cli
 from tests.faults import fault
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 WriteSpec = Callable[..., Path]
 SMALL = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
          "output_tokens": {"dist": "fixed", "value": 8}}

@@ -6,8 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 from xml.etree import ElementTree
 
+import pytest
+
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 
 def test_gate_passes_fails_and_writes_junit(

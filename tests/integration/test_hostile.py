@@ -55,6 +55,7 @@ def _fault_of(k: int, faults: dict[str, int]) -> str | None:
        "the run goes on")
 @fault("one event larger than any engine sends", "ends that request as `stream_error` (\"an event exceeded N bytes\"), "
        "what came before it kept")
+@pytest.mark.slow
 @fault("a header block that never ends", "ends that request as `stream_error` at `limits.header_bytes`")
 def test_hostile_streams_end_their_own_request_at_a_limit_and_the_run_goes_on(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
@@ -86,6 +87,7 @@ def test_hostile_streams_end_their_own_request_at_a_limit_and_the_run_goes_on(
     ({"events_per_response": 10}, "the response exceeded 10 events"),
     ({"bytes_per_response": 1024}, "the response exceeded 1024 bytes"),
 ])
+@pytest.mark.slow
 def test_an_answer_over_a_declared_size_ends_as_a_stream_error(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, limits: dict[str, int], error: str
 ) -> None:
@@ -118,6 +120,7 @@ def test_an_endless_probe_answer_is_bounded_in_time_and_size(
 
 @fault("a /metrics endpoint whose answer never ends", "each scrape stops at `timeouts.control_s` (at most 2 s) and "
        "is counted as `scrape_failed:metrics` in telemetry.parquet; the timed requests are untouched")
+@pytest.mark.slow
 def test_an_endless_metrics_answer_costs_scrapes_not_the_run(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -159,6 +162,7 @@ def _files_holding(folder: Path, forms: list[bytes]) -> list[str]:
        "printed")
 @fault("a server echoing a cut of the key or of the Basic token, without its scheme", "the run of characters holding "
        "12 or more of the secret's (or its base64's) is masked whole")
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["api_key_env", "userinfo"])
 @pytest.mark.parametrize("echo", ["echo_auth", "echo_slice"])
 def test_a_planted_key_lands_nowhere(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, how: str,
@@ -378,6 +382,7 @@ def test_a_disk_clearly_too_small_is_refused_before_timing_with_the_estimate(
 @fault("the disk fills during the timed phase", "the run stops at once; every part written stays readable; an "
        "INCOMPLETE passport goes to a fallback folder (said on stderr); exit 1; `passport recover` finishes the job "
        "once space is freed")
+@pytest.mark.slow
 def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_loses_nothing_written(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -411,6 +416,7 @@ def test_a_disk_that_fills_mid_run_stops_it_cleanly_and_loses_nothing_written(
 
 @fault("the run folder deleted mid-run", "the run ends in an INCOMPLETE passport (with empty raw tables) in the "
        "fallback folder saying the folder and its records were deleted; exit 1, no traceback")
+@pytest.mark.slow
 def test_a_run_folder_deleted_mid_run_still_ends_in_a_passport(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -443,6 +449,7 @@ def test_a_run_folder_deleted_mid_run_still_ends_in_a_passport(
 
 @fault("429/503 with Retry-After", "recorded as `rejected`; with `load.on_reject: {retry: honour_retry_after}` sent "
        "again after the wait asked for (its own row, linked by `retry_of`), at most `max_retries` times")
+@pytest.mark.slow
 def test_a_declared_retry_policy_waits_as_asked_and_links_each_attempt(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -472,6 +479,7 @@ def test_a_declared_retry_policy_waits_as_asked_and_links_each_attempt(
     assert run_cli("verify", str(run)).returncode == 0
 
 
+@pytest.mark.slow
 def test_without_a_policy_a_rejection_is_recorded_once_and_never_sent_again(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -488,6 +496,7 @@ def test_without_a_policy_a_rejection_is_recorded_once_and_never_sent_again(
     assert counts["rejections"] == 2 and counts["retries"] == 0
 
 
+@pytest.mark.slow
 def test_retries_stop_at_max_retries_and_the_last_attempt_counts(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -510,6 +519,7 @@ def test_retries_stop_at_max_retries_and_the_last_attempt_counts(
 
 @fault("SIGTERM during the timed phase", "as Ctrl-C: issuing ends, an INCOMPLETE passport of what was recorded, "
        "exit 1")
+@pytest.mark.slow
 def test_sigterm_mid_run_writes_an_incomplete_passport(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:

@@ -9,9 +9,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+import pytest
 
 from tests.conftest import LENIENT_CLIENT, REPO, only_run_dir, run_cli
 from tests.integration.test_faults import SMALL, _wait_for_rows
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 LAUNCH = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}} --ttft-ms 5 --itl-ms 2"
 

@@ -23,6 +23,8 @@ from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, closed_port, only_r
 from tests.faults import fault
 from tests.integration.test_faults import _spec
 
+pytestmark = pytest.mark.ray
+
 WriteSpec = Callable[..., Path]
 
 

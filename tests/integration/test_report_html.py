@@ -14,6 +14,8 @@ import pytest
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 WriteSpec = Callable[..., Path]
 
 # Appended to a copy of the report: after load, write what the page saw into the DOM, which

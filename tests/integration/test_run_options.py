@@ -10,11 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
+import pytest
 import trustme
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_faults import SMALL, _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 

@@ -14,11 +14,14 @@ import httpx
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.forgery import rederive_and_reseal
 from tests.integration.test_faults import WriteSpec, _spec, _start_long_run, _wait_for_rows
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 # 30 requests of 8 tokens; the simulator disconnects every 7th after 3 tokens (requests 7, 14,
 # 21, 28): 26 answered with 8 tokens each, 4 cut with 3 tokens generated.
@@ -35,7 +38,7 @@ def _honest_run(simulator: SimFactory, write_spec: WriteSpec, out: Path) -> Path
     spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": N}},
                             validity={"max_error_rate": 0.5}))
     result = run_cli("run", str(spec), "--out", str(out), "--quiet")
-    assert result.returncode in (0, 1), result.stderr
+    assert result.returncode == 0, result.stderr  # VALID: the cut requests are within max_error_rate
     return only_run_dir(out)
 
 
@@ -102,7 +105,7 @@ def test_a_second_client_during_the_run_is_seen_in_the_engines_counters(
                                                       "stream": True})
             assert answer.status_code == 200 and answer.text.rstrip().endswith("data: [DONE]")
     stdout, stderr = proc.communicate(timeout=60)
-    assert proc.returncode in (0, 1), stderr
+    assert proc.returncode == 0, stderr  # a WARN leaves the run VALID
     rule = _rule(json.loads((only_run_dir(out) / "passport.json").read_text()))
     assert rule["status"] == "WARN", rule
     assert rule["message"].endswith("the engine counted 3 more finished requests than the client sent")
@@ -117,7 +120,7 @@ def test_no_counters_is_said_not_judged(simulator: SimFactory, write_spec: Write
     url = simulator("--ttft-ms", "3", "--itl-ms", "1")
     spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 10}},
                             telemetry={"metrics": "off"}))
-    assert run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet").returncode in (0, 1)
+    assert run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet").returncode == 0  # a SKIP: VALID
     run = only_run_dir(tmp_path / "out")
     rule = _rule(json.loads((run / "passport.json").read_text()))
     assert rule["status"] == "SKIP" and "no engine counters were read" in rule["message"]

@@ -12,21 +12,26 @@ from typing import Any
 import orjson
 import pandas as pd
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
 from workloads import load_tokenizer
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 WriteSpec = Callable[..., Path]
 
 
 def _run(write_spec: WriteSpec, tmp_path: Path, url: str, workload: dict[str, Any], load: dict[str, Any],
-         *args: str, **extra: Any) -> tuple[Path, dict[str, Any], pd.DataFrame]:
+         *args: str, verdict: str = "VALID", **extra: Any) -> tuple[Path, dict[str, Any], pd.DataFrame]:
+    """Run the spec; the passport has `verdict` and the exit code is the one it gets (0: VALID)."""
     spec = write_spec(_spec(url, load, workload={"tokenizer": "none", **workload}, **extra))
     out = tmp_path / "out"
     done = run_cli("run", str(spec), "--out", str(out), "--quiet", *args)
     run = only_run_dir(out)
-    assert done.returncode in (0, 1), done.stderr
+    found = json.loads((run / "passport.json").read_text())["verdict"]
+    assert (found, done.returncode) == (verdict, 0 if verdict == "VALID" else 1), done.stderr
     assert run_cli("verify", str(run)).returncode == 0
     return run, json.loads((run / "passport.json").read_text()), pq.read_table(run / "requests.parquet").to_pandas()
 

@@ -8,9 +8,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SimFactory, run_cli
 from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 WORKLOAD = {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},

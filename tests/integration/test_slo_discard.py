@@ -6,8 +6,12 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 # 3 repetitions of 10 requests, one at a time: request k (1-based) is the k-th the simulator

@@ -14,8 +14,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, run_cli
 from tests.integration.test_report_html import browser_probe
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 SIM = ("--slots", "2", "--ttft-ms", "20", "--itl-ms", "4")

@@ -7,9 +7,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 WriteSpec = Callable[..., Path]
 LOAD = {"pattern": "closed", "concurrency": 4, "measure": {"duration_s": 2.5}}

@@ -19,6 +19,8 @@ from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_faults import WriteSpec, _spec, _start_long_run, _wait_for_rows
 
+pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
+
 
 def _run(simulator: SimFactory, write_spec: WriteSpec, out: Path, *sim_args: str, **spec: Any) -> Path:
     url = simulator("--ttft-ms", "3", "--itl-ms", "1", *sim_args)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from importlib import metadata
 
+import pytest
+
 from tests.conftest import SimFactory, run_cli
 
 
@@ -46,6 +48,7 @@ def test_verify_of_a_folder_without_a_passport_is_an_input_error(tmp_path: objec
                             "folder (results/<run>/)\n"
 
 
+@pytest.mark.slow
 def test_probe_prints_every_standard_field_with_its_source(simulator: SimFactory) -> None:
     url = simulator("--ttft-ms", "1", "--itl-ms", "1")
     table = run_cli("probe", url)

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from harness import REQUESTS_SCHEMA, TableWriter, write_new
 from passport.audit import verify_run
@@ -91,6 +92,7 @@ def test_rows_dropped_from_the_raw_logs_are_caught_even_when_everything_else_is_
 @fault("a passport.json of 65 MiB (or a 1 GB one), an extra key with a million entries",
        "verify, gate and show: exit 2 with one message (the size and the cap; the field that does not fit), read "
        "before nothing is loaded whole, no traceback")
+@pytest.mark.slow
 def test_an_oversized_or_misshapen_passport_is_one_clear_input_error(tmp_path: Path) -> None:
     from passport.audit import content_sha256
     from tests.conftest import run_cli

@@ -28,6 +28,8 @@ from canaries import (
 )
 from tests.faults import fault
 
+pytestmark = pytest.mark.sandbox
+
 TESTS = "assert add(2, 3) == 5\n"
 GOOD = "def add(a, b):\n    return a + b\n"
 

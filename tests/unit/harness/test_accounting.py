@@ -11,6 +11,7 @@ from typing import Any
 
 import orjson
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -93,6 +94,7 @@ FIELDS = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "prompt_toke
 @given(usage=st.dictionaries(st.sampled_from(FIELDS), JSON | st.integers(min_value=-2**200, max_value=2**200)),
        delta=st.dictionaries(st.sampled_from(("content", "reasoning_content", "tool_calls", "role")), JSON),
        finish=JSON, extra=JSON)
+@pytest.mark.slow
 def test_no_value_from_an_endpoint_makes_the_parser_or_the_recorder_raise(
         tmp_path_factory: Any, usage: dict[str, Any], delta: dict[str, Any], finish: Any, extra: Any) -> None:
     events = [json.dumps({"choices": [{"index": 0, "delta": delta, "finish_reason": finish}], "usage": usage,

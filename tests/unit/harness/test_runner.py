@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from harness import (
     CHUNKS_SCHEMA,
@@ -80,10 +81,12 @@ def test_open_loop_sends_in_schedule_order_at_the_deadlines(tmp_path: Path) -> N
     assert [b["messages"][0]["content"] for b in fake.sent] == [f"prompt {i}" for i in range(6)]
     intended = [r["intended_ns"] for r in rows]
     assert [b - a for a, b in zip(intended, intended[1:])] == [10_000_000] * 5
-    for r in rows:  # the runner sent at its deadline, never before; how soon after is the benchmarks' question
-        # (benchmarks/trace_replay.py): a busy machine delays a wake-up by some ms, while a
-        # runner that waited for the wrong deadline would be a whole 10 ms gap or more off
-        assert 0 <= r["sent_ns"] - r["intended_ns"] < 10_000_000
+    late_ns = [r["sent_ns"] - r["intended_ns"] for r in rows]
+    # never before its deadline; how soon after is the benchmarks' question (benchmarks/trace_replay.py):
+    # a busy machine delays a wake-up now and then, while a runner that waited for the wrong deadline
+    # would send every request a whole 10 ms gap or more late
+    assert min(late_ns) >= 0 and sorted(late_ns)[len(late_ns) // 2] < 10_000_000, late_ns
+    for r in rows:
         assert r["outcome"] == "ok" and r["completion_tokens"] == 3 and r["n_token_chunks"] == 3
         # the script's first token comes 2 ms after the send: TTFT is at least that
         assert r["first_token_ns"] - r["sent_ns"] >= 2_000_000
@@ -217,6 +220,7 @@ def test_a_failure_after_the_first_byte_or_on_a_new_connection_is_never_resent()
         assert ex is first and not ex.resent and len(client.reuse) == 1
 
 
+@pytest.mark.slow
 def test_users_wait_for_the_recorder_when_unrecorded_answers_pass_the_memory_budget(
     tmp_path: Path, monkeypatch: Any
 ) -> None:

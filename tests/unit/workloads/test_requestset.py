@@ -3,6 +3,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 
 from workloads import LengthDist, WorkloadSpec, load_tokenizer, materialize
 
@@ -24,6 +25,7 @@ def test_spec_seed_overrides_the_run_seed() -> None:
     assert materialize(spec, 5, tok, 1).sha256 == materialize(spec, 5, tok, 2).sha256
 
 
+@pytest.mark.slow
 def test_input_lengths_are_exact_under_the_gemma_tokenizer(gguf_path: Path) -> None:
     tok = load_tokenizer(f"gguf:{gguf_path}")
     rs = materialize(SPEC, 60, tok, 3)

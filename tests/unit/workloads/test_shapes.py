@@ -89,6 +89,7 @@ def test_images_have_declared_sizes_and_decode_as_png() -> None:
     assert png_bytes(width, height, seed) != png_bytes(width, height, seed + 1)
 
 
+@pytest.mark.slow
 def test_corpus_text_is_natural_and_long_contexts_reach_their_length(gguf_path: Path) -> None:
     tok = load_tokenizer(f"gguf:{gguf_path}")
     spec = WorkloadSpec.model_validate({"text": "corpus", "input_tokens": {"dist": "fixed", "value": 6000},

@@ -148,7 +148,7 @@ def _write_failure(name: str, error: Exception) -> str:
     return f"writing {name} failed ({error}); every part written before is kept in {name}.parts/"
 
 
-def raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple[TableWriter, TableWriter,
+def _raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple[TableWriter, TableWriter,
                                                                                  TableWriter]:
     """The requests, chunks and telemetry writers of a run folder (or a worker's shard)."""
     try:
@@ -181,7 +181,7 @@ class Stopping:
             with contextlib.suppress(RuntimeError):  # the loop may be closing already
                 loop.call_soon_threadsafe(self.stop.set)
 
-        return raw_writers(folder, failed)
+        return _raw_writers(folder, failed)
 
     def close(self, writers: tuple[TableWriter, ...]) -> None:
         """Close the writers; a join that fails is a reason too (the parts stay)."""

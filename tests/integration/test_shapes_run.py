@@ -75,7 +75,8 @@ def test_a_failed_turn_ends_its_session(simulator: SimFactory, write_spec: Write
                 "output_tokens": {"dist": "fixed", "value": 3}}
     _, passport, df = _run(write_spec, tmp_path, url, workload,
                            {"pattern": "closed", "concurrency": 1, "measure": {"requests": 5},
-                            "warmup": {"requests": 0}})
+                            "warmup": {"requests": 0}}, verdict="INVALID")
+    assert [r["name"] for r in passport["validity"]["rules"] if r["status"] == "FAIL"] == ["error_rate"]
     # one user, turns in order: requests 5, 10, 15 fail (turn 0 of session 1: k=5 is its 1st turn ...)
     failed = df[df.outcome != "ok"]
     assert len(failed) >= 2
@@ -210,15 +211,17 @@ def test_a_log_shorter_than_the_schedule_is_cycled_and_the_passport_says_so(
     url = simulator("--ttft-ms", "1", "--itl-ms", "1")
     workload = {"mix": [{"name": "log", "weight": 1, "workload": {"preset": "own-traffic"}},
                         {"name": "chat", "weight": 1, "workload": {"input_tokens": {"dist": "fixed", "value": 8}}}]}
+    # 25/s, not faster: the answers' own spread (E2E 0.06-0.1 s) is then small beside the window, which
+    # achieved_rate needs to judge the server kept up (at 100/s over half a second it did not hold)
     _, passport, df = _run(write_spec, tmp_path, url, workload,
-                           {"pattern": "poisson", "rate_per_s": 100, "measure": {"requests": 70},
+                           {"pattern": "poisson", "rate_per_s": 25, "measure": {"requests": 70},
                             "warmup": {"requests": 0}})
     log = df[df["shape"] == "log"]
     assert len(df) == 70 and len(log) > 24 and (df.outcome == "ok").all()  # more draws than the log's 24 lines
     assert log.prompt_sha256.nunique() <= 24  # the same 24 lines, repeated in order
     (tmp_path / "out").rename(tmp_path / "mixed")
     _, plain, df = _run(write_spec, tmp_path, url, {"preset": "own-traffic"},
-                        {"pattern": "poisson", "rate_per_s": 100, "measure": {"requests": 50},
+                        {"pattern": "poisson", "rate_per_s": 25, "measure": {"requests": 50},
                          "warmup": {"requests": 0}})
     assert len(df) == 50 and df.request_index.nunique() == 24 and df.request_index.max() == 23
     assert "cycle the 24 distinct requests" in plain["protocol"]["workload"]["note"]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.plan import CapacityQuery
 
 __all__ = ["add", "main"]
 
@@ -33,12 +35,17 @@ def add(sub: Any, epilog: str) -> None:
     )
     capacity.add_argument("--config", type=Path, metavar="DIR", help="a model folder or config.json (offline)")
     capacity.add_argument("--params", type=float, help="parameter count, e.g. 7.6e9 (for weight bytes)")
-    capacity.add_argument("--weights", default="bf16", metavar="DTYPE", help="weight format (bf16, fp8, q4_k_m, ...)")
-    capacity.add_argument("--kv-dtype", default="bf16", metavar="DTYPE", help="KV-cache dtype (bf16, fp8, ...)")
+    capacity.add_argument("--weights", default=CapacityQuery.weights, metavar="DTYPE",
+                          help="weight format (bf16, fp8, q4_k_m, ...)")
+    capacity.add_argument("--kv-dtype", default=CapacityQuery.kv_dtype, metavar="DTYPE",
+                          help="KV-cache dtype (bf16, fp8, ...)")
     capacity.add_argument("--gpu-memory-gib", type=float, help="GPU memory the engine may use, GiB")
-    capacity.add_argument("--utilization", type=float, default=0.9, help="fraction of it the engine takes (0.9)")
-    capacity.add_argument("--reserve-gib", type=float, default=0.0, help="framework reserve (CUDA graphs, ...), GiB")
-    capacity.add_argument("--activations-gib", type=float, default=0.0, help="activations and workspace, GiB")
+    capacity.add_argument("--utilization", type=float, default=CapacityQuery.utilization,
+                          help=f"fraction of it the engine takes ({CapacityQuery.utilization})")
+    capacity.add_argument("--reserve-gib", type=float, default=CapacityQuery.reserve_gib,
+                          help="framework reserve (CUDA graphs, ...), GiB")
+    capacity.add_argument("--activations-gib", type=float, default=CapacityQuery.activations_gib,
+                          help="activations and workspace, GiB")
     capacity.add_argument("--kv-pool-gib", type=float, help="the KV pool itself, GiB (e.g. from the engine's log)")
     capacity.add_argument("--kv-kib-per-token", type=float, help="KV per token, KiB (instead of the config's)")
     capacity.add_argument("--state-mib-per-sequence", type=float, help="fixed state per live sequence, MiB")
@@ -54,7 +61,8 @@ def add(sub: Any, epilog: str) -> None:
     price.add_argument("--input-usd-per-million", type=float, metavar="USD", help="managed price of input tokens")
     price.add_argument("--output-usd-per-million", type=float, metavar="USD", help="managed price of output tokens")
     price.add_argument("--gpu-hour-usd", type=float, metavar="USD", help="one owned or rented card, per hour")
-    price.add_argument("--gpus", type=int, default=1, metavar="N", help="cards per replica (default 1)")
+    price.add_argument("--gpus", type=int, default=CapacityQuery.gpus, metavar="N",
+                       help=f"cards per replica (default {CapacityQuery.gpus})")
     price.add_argument("--tokens-per-s-per-card", type=float, metavar="T",
                        help="measured throughput of one replica (a passport's throughput.total_tokens_per_s): "
                             "adds replicas when the month's volume needs them")
@@ -64,17 +72,10 @@ def add(sub: Any, epilog: str) -> None:
 def main(args: argparse.Namespace) -> ExitCode:
     import json
 
-    from passport.plan import CapacityQuery, plan_capacity
+    from passport.plan import plan_capacity
 
-    plan = plan_capacity(CapacityQuery(
-        context=args.context, config=args.config, params=args.params, weights=args.weights, kv_dtype=args.kv_dtype,
-        gpu_memory_gib=args.gpu_memory_gib, utilization=args.utilization, reserve_gib=args.reserve_gib,
-        activations_gib=args.activations_gib, kv_pool_gib=args.kv_pool_gib, kv_kib_per_token=args.kv_kib_per_token,
-        state_mib_per_sequence=args.state_mib_per_sequence, published_sequences=args.published_sequences,
-        published_context=args.published_context, live_sequences=args.live_sequences,
-        monthly_input_mtok=args.monthly_input_mtok, monthly_output_mtok=args.monthly_output_mtok,
-        input_usd_per_million=args.input_usd_per_million, output_usd_per_million=args.output_usd_per_million,
-        gpu_hour_usd=args.gpu_hour_usd, gpus=args.gpus, tokens_per_s_per_card=args.tokens_per_s_per_card))
+    # every field of the query is an option of the same name (its default shown by the parser)
+    plan = plan_capacity(CapacityQuery(**{f.name: getattr(args, f.name) for f in dataclasses.fields(CapacityQuery)}))
     if args.json:
         print(json.dumps(plan.figures, indent=2))
     else:

@@ -26,6 +26,7 @@ from harness import (
 )
 from passport._errors import OutputFolderError
 from passport.run._phase import (
+    Beside,
     Part,
     TimedInputs,
     new_runner,
@@ -61,7 +62,8 @@ async def worker_phase(part: Part, client: Transport, share: WorkerShare, folder
             await asyncio.sleep(0.02)
 
     runner = new_runner(part, client, requests_w, chunks_w, halt.stop, progress, share)
-    background = [loop.create_task(ClientMonitor(telemetry_w, part.t0_ns).run()), loop.create_task(follow_stop())]
+    beside = Beside(halt, None, [loop.create_task(ClientMonitor(telemetry_w, part.t0_ns).run()),
+                                 loop.create_task(follow_stop())], asyncio.Event(), None)  # no watch, no canaries
     try:
         with quiet_interpreter():
             await open_connections(client, share.part(part.spec.load.streams))
@@ -69,11 +71,8 @@ async def worker_phase(part: Part, client: Transport, share: WorkerShare, folder
         if runner.abort_reason:
             halt.reasons.append(runner.abort_reason)
     finally:
-        for task in background:
-            task.cancel()
-        await asyncio.gather(*background, return_exceptions=True)
+        await beside.end()
         await client.aclose()
-        halt.release()
         halt.close(shard)
     return results, halt.reason
 

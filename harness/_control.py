@@ -27,7 +27,7 @@ class ControlClient:
 
     Every response is read whole only up to `max_bytes` and within `timeout_s` of wall-clock
     time (a body that never ends counts as no answer). With `record` (a list), each exchange is
-    appended as {method, path, request, status, body, error}: what identity was read from, kept
+    appended as {method, path, request, status, body, error, error_type}: what identity was read from, kept
     in the run folder (probes.jsonl) so that `passport verify` can replay it. Headers (the API key)
     are never recorded.
     """
@@ -56,6 +56,17 @@ class ControlClient:
         self.close()
 
     def fetch(self, method: str, url: str, body: Any = None, timeout_s: float | None = None) -> Answer:
+        """`method url` answered within the bounds; raises httpx.HTTPError when it is not.
+
+        A reset on the way is tried once more, on a fresh connection: a server may close a kept-alive
+        connection after an error answer (vLLM 0.32 does after a 500), and the next call on it fails
+        before the server sees it. Control-plane calls are idempotent (reads, resets, tokenizing)."""
+        try:
+            return self._exchange(method, url, body, timeout_s)
+        except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+            return self._exchange(method, url, body, timeout_s)
+
+    def _exchange(self, method: str, url: str, body: Any, timeout_s: float | None) -> Answer:
         """One bounded exchange; raises httpx.HTTPError when there is no whole answer in time."""
         limit_s = self.timeout_s if timeout_s is None else timeout_s
         deadline = time.monotonic() + limit_s
@@ -77,7 +88,7 @@ class ControlClient:
                         raise _Unbounded(f"{url} did not finish its answer within {limit_s} s (timeouts.control_s)")
                 answer = Answer(response.status_code, bytes(data).decode("utf-8", "replace"))
         except httpx.HTTPError as exc:
-            entry["error"] = str(exc)
+            entry.update(error=str(exc), error_type=type(exc).__name__)
             self._keep(entry)
             raise
         entry.update(status=answer.status_code, body=answer.text)

@@ -53,8 +53,11 @@ def replay_identity(passport: Passport, folder: Path) -> list[str]:
         if not queue:
             return httpx.Response(599, text="not recorded")
         e = queue.popleft() if len(queue) > 1 else queue[0]
-        if e["status"] is None:
-            raise httpx.ConnectError(e.get("error") or "no answer was recorded", request=request)
+        if e["status"] is None:  # the same failure as then (a reset is tried again, as it was live)
+            failure = getattr(httpx, str(e.get("error_type")), None)
+            if not (isinstance(failure, type) and issubclass(failure, httpx.TransportError)):
+                failure = httpx.ConnectError
+            raise failure(e.get("error") or "no answer was recorded", request=request)
         return httpx.Response(e["status"], text=e["body"] or "")
 
     base_url = str(head["base_url"])

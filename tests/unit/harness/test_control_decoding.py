@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import gzip
+import socket
+import struct
+import threading
 import tracemalloc
 import zlib
 
@@ -50,3 +53,35 @@ def test_an_encoding_it_did_not_offer_is_refused() -> None:
     control = _serving(b"\x28\xb5\x2f\xfd", "zstd")
     with pytest.raises(httpx.HTTPError, match="Content-Encoding 'zstd', which passport does not decode"):
         control.fetch("GET", f"{control.root_url}/metrics")
+
+
+@fault("a server that drops a kept-alive connection after an error answer (vLLM 0.32 after /server_info's 500)",
+       "the next control-plane call is tried once more on a fresh connection: the probe keeps /metrics")
+def test_a_connection_dropped_after_an_error_answer_is_tried_again_fresh() -> None:
+    connections: list[int] = []
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        for n in range(2):
+            conn, _ = server.accept()
+            connections.append(n)
+            with conn:
+                conn.recv(65536)
+                if n == 0:  # an error answer, kept alive; then the next request is met by a reset
+                    conn.sendall(b"HTTP/1.1 500 Internal Server Error\r\ncontent-length: 2\r\n\r\n{}")
+                    conn.recv(65536)
+                    conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                else:
+                    conn.sendall(b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\nvllm:up 1\n\n")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    record: list[dict[str, object]] = []
+    with ControlClient(f"http://127.0.0.1:{server.getsockname()[1]}/v1", record=record) as control:
+        assert control.get_json("/server_info") is None
+        assert control.get_text("/metrics") == "vllm:up 1\n\n"
+    thread.join(5)
+    server.close()
+    assert connections == [0, 1]
+    assert [e["status"] for e in record] == [500, None, 200]
+    assert record[1]["error_type"] in ("ReadError", "RemoteProtocolError", "WriteError")

@@ -4,6 +4,7 @@ a per-run `cache_salt`; Prometheus /metrics; POST /tokenize; `structured_outputs
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from harness._control import ControlClient
@@ -13,12 +14,18 @@ from harness.engines._profile import Api, EngineProfile, PrefixCacheRecord, Prob
 __all__ = ["PROFILE", "salted_reset"]
 
 
+def _dtype(value: Any) -> Any:
+    """`torch.bfloat16` (how /server_info writes it) as `bfloat16`."""
+    return value.removeprefix("torch.") if isinstance(value, str) else value
+
+
 def _probe(p: ProbeContext) -> None:
     control, card = p.control, p.card
     version = control.get_json("/version") or {}
     p.put("engine.version", version.get("version"), "/version")
     p.put("model.root", card.get("root"), "/v1/models")
     p.put("model.max_context", card.get("max_model_len"), "/v1/models max_model_len")
+    p.put("capacity.context_per_sequence", card.get("max_model_len"), "/v1/models max_model_len")
     info = control.get_json("/server_info?config_format=json") or {}  # dev mode only
     config = info.get("vllm_config") or {}
     if isinstance(config, dict) and config:
@@ -27,22 +34,36 @@ def _probe(p: ProbeContext) -> None:
         cache = config.get("cache_config") or {}
         parallel = config.get("parallel_config") or {}
         p.put("model.revision", model.get("revision"), via)
-        p.put("model.dtype", model.get("dtype"), via)
+        p.put("model.dtype", _dtype(model.get("dtype")), via)
         p.put("model.quantization", model.get("quantization"), via)
         p.put("engine.kv_cache_dtype", cache.get("cache_dtype"), via)
+        p.put("engine.kv_block_size", cache.get("block_size"), via)
         p.put("engine.prefix_caching", cache.get("enable_prefix_caching"), via)
+        p.put("engine.max_num_seqs", (config.get("scheduler_config") or {}).get("max_num_seqs"), via)
         p.put("engine.tensor_parallel_size", parallel.get("tensor_parallel_size"), via)
         p.put("engine.speculative", config.get("speculative_config") or "none", via)
     for s in prometheus_samples(control):
         if s.name == "vllm:cache_config_info":
-            via = "/metrics vllm:cache_config_info"
-            p.put("engine.kv_cache_dtype", s.labels.get("cache_dtype"), via)
-            caching = s.labels.get("enable_prefix_caching")
-            p.put("engine.prefix_caching", None if caching is None else caching.lower() == "true", via)
-            blocks, size = s.labels.get("num_gpu_blocks"), s.labels.get("block_size")
-            if blocks and size and blocks.isdigit() and size.isdigit():
-                p.put("capacity.kv_tokens", int(blocks) * int(size), via + " num_gpu_blocks x block_size")
-            p.put("engine.gpu_memory_utilization", s.labels.get("gpu_memory_utilization"), via)
+            _cache_config_info(p, s.labels)
+
+
+def _cache_config_info(p: ProbeContext, labels: dict[str, str]) -> None:
+    """The `vllm:cache_config_info` labels. Realized KV capacity is `kv_cache_size_tokens` where
+    the version has it: `num_gpu_blocks x block_size` overstates it for a model with sliding-window
+    layers (Gemma 3 270M on vLLM 0.32 CPU: 2730 x 128 = 349,440 against 55,356 tokens), so the
+    product is only the fallback of older versions."""
+    via = "/metrics vllm:cache_config_info"
+    p.put("engine.kv_cache_dtype", labels.get("cache_dtype"), via)
+    caching = labels.get("enable_prefix_caching")
+    p.put("engine.prefix_caching", None if caching is None else caching.lower() == "true", via)
+    size = labels.get("block_size")
+    p.put("engine.kv_block_size", int(size) if size and size.isdigit() else None, via)
+    tokens, blocks = labels.get("kv_cache_size_tokens"), labels.get("num_gpu_blocks")
+    if tokens and tokens.isdigit():
+        p.put("capacity.kv_tokens", int(tokens), via + " kv_cache_size_tokens")
+    elif blocks and size and blocks.isdigit() and size.isdigit():
+        p.put("capacity.kv_tokens", int(blocks) * int(size), via + " num_gpu_blocks x block_size")
+    p.put("engine.gpu_memory_utilization", labels.get("gpu_memory_utilization"), via)
 
 
 def salted_reset(path: str, tries: int, needs: str) -> Any:
@@ -69,6 +90,8 @@ def _structured(schema: dict[str, Any], api: Api) -> StructuredForm | None:
 PROFILE = EngineProfile(
     name="vllm",
     owned_by=("vllm",),
+    fingerprint=re.compile(r"^vllm-\d"),
+    probe_fingerprint=True,  # `vllm-0.32.0-03b4dd4a`: the build with a hash of its configuration
     probe=_probe,
     ignore_eos=True,
     structured_output=_structured,

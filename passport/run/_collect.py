@@ -9,6 +9,7 @@ read here: launch commands are recorded with key/token values redacted.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shutil
@@ -32,9 +33,10 @@ _REPO_ROOT = Path(__file__).resolve().parent.parent
 def collect_launcher(
     launcher: EngineLauncher, model_path: str | None, model_sha256: str | None
 ) -> dict[str, SourcedValue]:
-    """The command the harness ran (redacted), its binary's hash, and the model file."""
+    """The command the harness ran (redacted), its program's hash, and the model file's (or the
+    model folder's: see `_folder_sha256`); `model_sha256` when the caller hashed it already."""
     fields = {"engine.command": SourcedValue(value=" ".join(launcher.command), source="launcher")}
-    binary = launcher.argv[0]
+    binary = _program(launcher.argv)
     resolved = binary if os.path.isabs(binary) else None
     if resolved is None:
         resolved = shutil.which(binary, path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -44,9 +46,34 @@ def collect_launcher(
         fields["engine.binary_sha256"] = SourcedValue(value=sha256_file(Path(real)), source="launcher")
     if model_path:
         fields["model.file"] = SourcedValue(value=os.path.basename(model_path), source="launcher")
+        if model_sha256 is None and os.path.isfile(model_path):
+            model_sha256 = sha256_file(Path(model_path))
+        elif model_sha256 is None and os.path.isdir(model_path):
+            model_sha256 = _folder_sha256(Path(model_path))
         if model_sha256:
             fields["model.file_sha256"] = SourcedValue(value=model_sha256, source="launcher")
     return fields
+
+
+def _program(argv: list[str]) -> str:
+    """The program a launch runs: past `env` and its NAME=VALUE settings and flags
+    (`env OMP_NUM_THREADS=1 vllm serve ...` runs vllm, not env)."""
+    if not argv or os.path.basename(argv[0]) != "env":
+        return argv[0] if argv else ""
+    rest = argv[1:]
+    while rest and ("=" in rest[0] or rest[0].startswith("-")):
+        rest = rest[2:] if rest[0] in ("-u", "--unset", "-C", "--chdir") else rest[1:]
+    return rest[0] if rest else argv[0]
+
+
+def _folder_sha256(folder: Path) -> str:
+    """A model folder (Hugging Face layout) as one hash: each regular file's relative path and
+    sha256, in sorted order; hidden files are left out. A renamed or edited file changes it."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and not any(
+            part.startswith(".") for part in p.relative_to(folder).parts)):
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{sha256_file(path)}\n".encode())
+    return digest.hexdigest()
 
 
 def collect_host() -> dict[str, SourcedValue]:

@@ -36,7 +36,7 @@ from harness import (
     write_new,
 )
 from passport._errors import OutputFolderError
-from passport.audit import NO_CANARIES, SPEC_FILE, RunState, sha256_file
+from passport.audit import NO_CANARIES, SPEC_FILE, RunState
 from passport.model import Override, Passport, PassportDraft, RunSpec, with_overrides
 from passport.run._assemble import (
     cycle_note,
@@ -136,11 +136,7 @@ def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identifi
     tokenizer = load_tokenizer(tok_source)
     if launcher is not None and spec.engine is not None:
         model_path = os.path.expanduser(spec.engine.model_path) if spec.engine.model_path else None
-        model_sha: str | None = None
-        if model_path and tok_source == f"gguf:{model_path}":
-            model_sha = tokenizer.sha256
-        elif model_path and os.path.isfile(model_path):
-            model_sha = sha256_file(Path(model_path))
+        model_sha = tokenizer.sha256 if model_path and tok_source == f"gguf:{model_path}" else None
         identity.update(collect_launcher(launcher, model_path, model_sha))
     identity.update(collect_host())
     return Identified(base_url, model_id, engine, complete_identity(identity, spec.identity), tokenizer, tok_note, way)

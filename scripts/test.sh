@@ -3,7 +3,9 @@
 # (unit, integration against the simulated engine, end-to-end against the real llama-server),
 # with ruff and mypy --strict over the packages first.
 #
-#   ./scripts/test.sh            everything, as CI runs it (builds the engine once, cached)
+#   ./scripts/test.sh            everything, as CI runs it (builds llama-server and installs vLLM's
+#                                and MLX's CPU builds once, cached; those tiers are marked
+#                                `vllm` and `mlx`)
 #   ./scripts/test.sh --fast     the day-to-day tier: no engine build, no real engine, no Ray
 #                                cluster, no slow runs (markers in pyproject.toml); tests that
 #                                read the GGUF's tokenizer run only where it is cached already
@@ -26,7 +28,7 @@ if [ "${1:-}" = "--fast" ]; then
   .venv/bin/python -m mypy
   exec .venv/bin/python -m pytest "${workers[@]}" -m "$select" "$@"
 fi
-bash scripts/setup.sh --test >/dev/null
+bash scripts/setup.sh --test --mlx >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
 .venv/bin/python -m mypy
 if [ "$#" -eq 0 ]; then

@@ -71,7 +71,7 @@ def test_the_bundled_spec_gives_a_valid_passport_whose_identity_and_telemetry_ar
     passport: dict[str, Any] = json.loads((run / "passport.json").read_text())
     assert passport["validity"]["verdict"] == "VALID"
     canaries = passport["validity"]["canaries"]
-    assert (canaries["status"], canaries["suite"], canaries["n_cases"]) == ("passed", "gemma3-270m-vllm", 5)
+    assert (canaries["status"], canaries["suite"], canaries["n_cases"]) == ("passed", "gemma3-270m-bf16", 5)
     ident = {k: (v["value"], v["source"], v.get("via")) for k, v in passport["identity"].items()}
     assert ident["engine.name"] == ("vllm", "probed", "/v1/models owned_by")
     assert ident["engine.version"] == (version, "probed", "/version")

@@ -13,7 +13,7 @@ import zlib
 import httpx
 import pytest
 
-from harness import ControlClient
+from harness import ControlClient, EndpointError
 from tests.faults import fault
 
 
@@ -85,3 +85,9 @@ def test_a_connection_dropped_after_an_error_answer_is_tried_again_fresh() -> No
     assert connections == [0, 1]
     assert [e["status"] for e in record] == [500, None, 200]
     assert record[1]["error_type"] in ("ReadError", "RemoteProtocolError", "WriteError")
+
+
+def test_a_model_list_of_200_and_no_body_says_what_the_server_did_and_the_fix() -> None:
+    control = ControlClient("http://engine:1/v1", transport=httpx.MockTransport(lambda r: httpx.Response(200)))
+    with pytest.raises(EndpointError, match="answered 200 with an empty body.*create ~/.cache/huggingface/hub"):
+        control.models()

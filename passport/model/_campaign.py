@@ -101,6 +101,9 @@ class ArmSpec(_Strict):
     engine: EngineSpec | None = None
     endpoint: EndpointSpec | None = Field(None, description="Attach here instead of launching (base_url).")
     identity: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
+    canaries: str | None = Field(
+        None, description="This arm's canary suite instead of run.canaries: exact references belong to an engine "
+                          "and a precision, so an arm of another precision brings its own (gemma3-270m-bf16).")
     varies: dict[str, str] = Field(
         default_factory=dict,
         description="What this arm changes, in words: {engine: '-np 2', precision: '4-bit KV'}; `model` and "
@@ -184,7 +187,7 @@ class CampaignSpec(_Strict):
 
 def arm_raw_spec(campaign: CampaignSpec, arm: ArmSpec) -> dict[str, Any]:
     """The run spec of one arm, as written: `run:` with the arm's name, engine or endpoint,
-    identity (added to run's) and cost (else the campaign's)."""
+    canaries (else run's), identity (added to run's) and cost (else the campaign's)."""
     raw = copy.deepcopy(campaign.run)
     raw.pop("name", None)
     raw["name"] = f"{campaign.name}-{arm.name}"
@@ -195,6 +198,8 @@ def arm_raw_spec(campaign: CampaignSpec, arm: ArmSpec) -> dict[str, Any]:
         raw["endpoint"] = endpoint
     if arm.engine is not None:
         raw["engine"] = arm.engine.model_dump(mode="json", exclude_unset=True)
+    if arm.canaries is not None:
+        raw["canaries"] = arm.canaries
     identity = {**(raw.get("identity") or {}), **arm.identity}
     if identity:
         raw["identity"] = identity

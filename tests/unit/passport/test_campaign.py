@@ -45,6 +45,13 @@ def test_each_arm_gets_the_run_section_and_only_its_own_system() -> None:
     assert configured_kv_tokens(campaign.arms[0]) == 4096 and configured_kv_tokens(campaign.arms[1]) is None
 
 
+def test_an_arm_of_another_precision_brings_its_own_canary_suite() -> None:
+    data = _campaign(run={**BASE["run"], "canaries": "gemma3-270m"})
+    data["arms"][1]["canaries"] = "gemma3-270m-bf16"
+    _, specs = parse_campaign(data)
+    assert (specs["a"].canaries, specs["b"].canaries) == ("gemma3-270m", "gemma3-270m-bf16")
+
+
 @pytest.mark.parametrize(("change", "words"), [
     ({"arms": [{"name": "a", "engine": {"launch": LAUNCH}}, {"name": "a", "engine": {"launch": LAUNCH}}]},
      "two arms are named 'a' (arms 1 and 2)"),

@@ -163,7 +163,13 @@ def _operations(campaign: CampaignSpec) -> str:
                     else "each engine launched afresh every round")
         reference = launched[0]
         for arm in launched[1:]:
-            mine, theirs = _flags(arm.engine.launch), _flags(reference.engine.launch)  # type: ignore[union-attr]
+            assert arm.engine is not None and reference.engine is not None
+            program, theirs_program = arm.engine.program(), reference.engine.program()
+            if program != theirs_program:  # another engine: its flags are its own, not changes to these
+                said.append(f"{arm.name} runs another program (`{program}`) than {reference.name} "
+                            f"(`{theirs_program}`)")
+                continue
+            mine, theirs = _flags(arm.engine.launch), _flags(reference.engine.launch)
             added = [t for t in mine if t not in theirs]
             removed = [t for t in theirs if t not in mine]
             change = "; ".join([*(f"adds `{t}`" for t in added), *(f"drops `{t}`" for t in removed)])

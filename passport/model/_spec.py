@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import copy
 import difflib
+import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, Protocol, Self
@@ -66,6 +68,21 @@ class EngineSpec(_Strict):
     model_path: str | None = Field(None, description="Fills {model_path}; a .gguf also gives the tokenizer.")
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; None: a free one.")
     health_timeout_s: float = Field(180.0, gt=0, description="How long to wait for /health.")
+
+    def program(self) -> str:
+        """The program this launch runs (see `program_of`)."""
+        return self.program_of(shlex.split(self.launch))
+
+    @staticmethod
+    def program_of(argv: list[str]) -> str:
+        """The program a command runs: past `env` and its NAME=VALUE settings and flags
+        (`env OMP_NUM_THREADS=1 vllm serve ...` runs vllm, not env)."""
+        if not argv or os.path.basename(argv[0]) != "env":
+            return argv[0] if argv else ""
+        rest = argv[1:]
+        while rest and ("=" in rest[0] or rest[0].startswith("-")):
+            rest = rest[2:] if rest[0] in ("-u", "--unset", "-C", "--chdir") else rest[1:]
+        return rest[0] if rest else argv[0]
 
 
 class DecodingSpec(_Strict):

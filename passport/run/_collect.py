@@ -22,7 +22,7 @@ import psutil
 
 from harness import EngineLauncher, nvml_devices
 from passport.audit import RULES_KEY, RULES_VERSION, sha256_file
-from passport.model import HarnessInfo, SourcedValue
+from passport.model import EngineSpec, HarnessInfo, SourcedValue
 from passport.report import LAYOUT_KEY, REPORT_LAYOUT
 
 __all__ = ["collect_launcher", "collect_host", "collect_harness", "library_versions"]
@@ -36,7 +36,7 @@ def collect_launcher(
     """The command the harness ran (redacted), its program's hash, and the model file's (or the
     model folder's: see `_folder_sha256`); `model_sha256` when the caller hashed it already."""
     fields = {"engine.command": SourcedValue(value=" ".join(launcher.command), source="launcher")}
-    binary = _program(launcher.argv)
+    binary = EngineSpec.program_of(launcher.argv)
     resolved = binary if os.path.isabs(binary) else None
     if resolved is None:
         resolved = shutil.which(binary, path=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
@@ -53,17 +53,6 @@ def collect_launcher(
         if model_sha256:
             fields["model.file_sha256"] = SourcedValue(value=model_sha256, source="launcher")
     return fields
-
-
-def _program(argv: list[str]) -> str:
-    """The program a launch runs: past `env` and its NAME=VALUE settings and flags
-    (`env OMP_NUM_THREADS=1 vllm serve ...` runs vllm, not env)."""
-    if not argv or os.path.basename(argv[0]) != "env":
-        return argv[0] if argv else ""
-    rest = argv[1:]
-    while rest and ("=" in rest[0] or rest[0].startswith("-")):
-        rest = rest[2:] if rest[0] in ("-u", "--unset", "-C", "--chdir") else rest[1:]
-    return rest[0] if rest else argv[0]
 
 
 def _folder_sha256(folder: Path) -> str:

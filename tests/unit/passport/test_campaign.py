@@ -237,3 +237,16 @@ def test_the_pairwise_tests_and_intervals_agree_with_scipy() -> None:
     found = interval_of(values["c"])
     mean, half = np.mean(values["c"]), stats.t.ppf(0.975, 3) * np.std(values["c"], ddof=1) / 2.0
     assert (found.low, found.high) == (pytest.approx(mean - half), pytest.approx(mean + half))
+
+
+def test_operations_name_flag_changes_within_one_engine_and_another_program_as_such() -> None:
+    from passport.judge._advice import _operations
+
+    data = _campaign(arms=[
+        {"name": "np1", "engine": {"launch": "llama-server -m {model_path} --port {port} -np 1"}},
+        {"name": "np2", "engine": {"launch": "llama-server -m {model_path} --port {port} -np 2"}},
+        {"name": "v", "engine": {"launch": "env OMP_NUM_THREADS=1 vllm serve {model_path} --port {port}"}}])
+    campaign, _ = parse_campaign(data)
+    line = _operations(campaign)
+    assert "np2 adds `-np 2`; drops `-np 1` against np1" in line
+    assert "v runs another program (`vllm`) than np1 (`llama-server`)" in line and "OMP_NUM_THREADS" not in line

@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from passport.model import SourcedValue, parse_spec
-from passport.run._collect import _folder_sha256, _program
+from passport.model import EngineSpec, SourcedValue, parse_spec
+from passport.run._collect import _folder_sha256
 from passport.run._plan import resolve_tokenizer
 
 
@@ -49,7 +49,7 @@ def test_the_folder_hash_covers_every_file_by_name_and_content(tmp_path: Path) -
 
 
 def test_the_program_of_an_env_launch_is_the_engine() -> None:
-    assert _program(["env", "OMP_NUM_THREADS=1", "VLLM_SERVER_DEV_MODE=1", "vllm", "serve", "m"]) == "vllm"
-    assert _program(["env", "-u", "HOME", "-i", "A=1", "llama-server", "-m", "x"]) == "llama-server"
-    assert _program(["llama-server", "-m", "x"]) == "llama-server"
-    assert _program(["/usr/bin/env"]) == "/usr/bin/env"
+    assert EngineSpec.program_of(["env", "OMP_NUM_THREADS=1", "VLLM_SERVER_DEV_MODE=1", "vllm", "serve", "m"]) == "vllm"
+    assert EngineSpec.program_of(["env", "-u", "HOME", "-i", "A=1", "llama-server", "-m", "x"]) == "llama-server"
+    assert EngineSpec.program_of(["llama-server", "-m", "x"]) == "llama-server"
+    assert EngineSpec.program_of(["/usr/bin/env"]) == "/usr/bin/env"

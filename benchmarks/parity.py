@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/parity.py [--target sim|vllm|both] [--rounds 2]
 
 Installs what it needs (scripts/setup_vllm.sh for `vllm bench serve`, scripts/setup_peers.sh for
-NVIDIA AIPerf; each tool in its own environment), then runs passport and each tool, interleaved in
+NVIDIA AIPerf and guidellm; each tool in its own environment), then runs passport and each tool, interleaved in
 rotating order, with one shape: a closed loop of CONCURRENCY streams, REQUESTS requests of INPUT
 prompt tokens and exactly OUTPUT answer tokens (ignore_eos), streamed over /v1/completions. Targets:
 (a) the simulated engine with scripted timings (TTFT 40 ms, 10 ms between tokens, no jitter), where
@@ -13,8 +13,7 @@ Per metric it prints each tool's own figure, passport's `show --as TOOL` figure 
 run, their difference, and the truth where known. Different runs see different noise: on the
 simulator the figures are deterministic to a millisecond, so 2 % (or 1 ms) is the bar there; on a
 2-core CPU server serving at ~6 tokens/s run-to-run spread is larger than any definition gap, and
-the table says so instead of calling a difference. guidellm is installed too but not yet driven:
-its 0.8 CLI takes every option as `kind=...` records (README "Parity" says what is missing).
+the table says so instead of calling a difference.
 """
 
 from __future__ import annotations
@@ -113,7 +112,7 @@ def run_passport(base_url: str, model: str, shape: Shape, work: Path) -> Path:
 
 
 def shown(run: Path, tool: str) -> Figures:
-    """passport's `show --as TOOL` of its own run: each figure row's columns by the header's names."""
+    """passport's `show --as TOOL` of its own run: each figure row's columns by the header's names, in ms."""
     text = subprocess.run([sys.executable, "-m", "passport.cli", "show", str(run), "--as", tool],
                           capture_output=True, text=True, check=True, cwd=REPO).stdout
     figures: Figures = {}
@@ -125,8 +124,9 @@ def shown(run: Path, tool: str) -> Figures:
         row = re.match(r"^(.+?\))\s+((?:[-\d.,]+\s+)+)", line)
         if stats and row:
             name = row.group(1).split(" (")[0]
+            scale = 1000.0 if row.group(1).endswith("(s)") else 1.0  # guidellm's request latency, in ms here
             for stat, value in zip(stats, row.group(2).split(), strict=False):
-                figures[f"{name} {stat}"] = float(value.replace(",", ""))
+                figures[f"{name} {stat}"] = float(value.replace(",", "")) * scale
     return figures
 
 
@@ -168,6 +168,32 @@ def run_aiperf(aiperf: str, root_url: str, model: str, shape: Shape, work: Path)
     return out
 
 
+def run_guidellm(guidellm: str, root_url: str, model: str, shape: Shape, work: Path) -> Figures:
+    """guidellm 0.8 from a scenario file (its options are `kind=...` records, easier written as JSON)."""
+    scenario = {"spec": {
+        "backend": {"kind": "openai_http", "target": root_url, "model": model, "request_format": "/v1/completions",
+                    "extras": {"body": {"ignore_eos": True}}},
+        "profile": {"kind": "concurrent", "streams": [shape.concurrency]},
+        "data": [{"kind": "synthetic_text", "prompt_tokens": shape.input_tokens,
+                  "output_tokens": shape.output_tokens}],
+        "constraints": [{"kind": "max_requests", "value": shape.requests}],
+        "tokenizer": {"kind": "huggingface_auto", "model": str(MODEL_DIR)},
+        "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}]}}
+    path = work / "scenario.json"
+    path.write_text(json.dumps(scenario))
+    subprocess.run([guidellm, "run", "--scenario", str(path), "--disable-console-interactive"],
+                   capture_output=True, text=True, check=True, cwd=work)
+    metrics = json.loads((work / "guidellm.json").read_text())["benchmarks"][0]["metrics"]
+    out: Figures = {}
+    for name in ("time_to_first_token_ms", "inter_token_latency_ms", "time_per_output_token_ms", "request_latency"):
+        done = (metrics.get(name) or {}).get("successful") or {}
+        scale = 1000.0 if name == "request_latency" else 1.0  # seconds in its report
+        for stat in ("mean", "median"):
+            if isinstance(done.get(stat), int | float):
+                out[f"{name} {stat}"] = float(done[stat]) * scale
+    return out
+
+
 # (tool, tool's figure, passport's figure under that tool's name, truth key or None)
 ROWS: dict[str, list[tuple[str, str, str | None]]] = {
     "vllm": [("TTFT median", "TTFT median", "TTFT"), ("TTFT p99", "TTFT p99", "TTFT"),
@@ -177,14 +203,18 @@ ROWS: dict[str, list[tuple[str, str, str | None]]] = {
                ("Time to First Token p99", "Time to First Token p99", "TTFT"),
                ("Inter Token Latency avg", "Inter Token Latency avg", "TPOT"),
                ("Request Latency avg", "Request Latency avg", "E2EL")],
+    "guidellm": [("time_to_first_token_ms median", "time_to_first_token_ms median", "TTFT"),
+                 ("inter_token_latency_ms median", "inter_token_latency_ms median", "TPOT"),
+                 ("request_latency median", "request_latency median", "E2EL")],
 }
 
 
-def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, aiperf: str) -> list[str]:
-    """Rounds of (passport, vllm, aiperf) in rotating order; each figure the median over rounds."""
+def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, peers: dict[str, str]) -> list[str]:
+    """Rounds of (passport, vllm, aiperf, guidellm) in rotating order; each figure the median over rounds."""
     runners: dict[str, Callable[[Path], Figures]] = {
         "vllm": lambda w: run_vllm_bench(root_url, model, shape, w),
-        "aiperf": lambda w: run_aiperf(aiperf, root_url, model, shape, w),
+        "aiperf": lambda w: run_aiperf(peers["AIPERF"], root_url, model, shape, w),
+        "guidellm": lambda w: run_guidellm(peers["GUIDELLM"], root_url, model, shape, w),
     }
     theirs: dict[str, list[Figures]] = {t: [] for t in runners}
     ours: dict[str, list[Figures]] = {t: [] for t in runners}
@@ -231,13 +261,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     subprocess.run(["bash", "scripts/setup.sh", "--vllm"], check=True, cwd=REPO, capture_output=True)
-    aiperf = _lines(["bash", "scripts/setup_peers.sh"])["AIPERF"]
+    peers = _lines(["bash", "scripts/setup_peers.sh"])
     if args.target in ("sim", "both"):
         port = _free_port()
         argv = [sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", str(TTFT_MS),
                 "--itl-ms", str(ITL_MS), "--model", "sim"]
         with _server(argv, f"http://127.0.0.1:{port}/health", 30):
-            print("\n".join(compare("sim", SIM_SHAPE, args.rounds, f"http://127.0.0.1:{port}", "sim", aiperf)))
+            print("\n".join(compare("sim", SIM_SHAPE, args.rounds, f"http://127.0.0.1:{port}", "sim", peers)))
     if args.target in ("vllm", "both"):
         port = _free_port()
         launch = yaml.safe_load((REPO / "specs" / "vllm-smoke.yaml").read_text())["engine"]["launch"]
@@ -245,7 +275,7 @@ def main() -> None:
         env = {"PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
         with _server(argv, f"http://127.0.0.1:{port}/health", 600, env):
             print("\n".join(compare("vllm", VLLM_SHAPE, args.rounds, f"http://127.0.0.1:{port}", "gemma3-270m",
-                                    aiperf)))
+                                    peers)))
 
 
 if __name__ == "__main__":

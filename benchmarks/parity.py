@@ -176,7 +176,7 @@ def run_guidellm(guidellm: str, root_url: str, model: str, shape: Shape, work: P
         "profile": {"kind": "concurrent", "streams": [shape.concurrency]},
         "data": [{"kind": "synthetic_text", "prompt_tokens": shape.input_tokens,
                   "output_tokens": shape.output_tokens}],
-        "constraints": [{"kind": "max_requests", "value": shape.requests}],
+        "constraints": [{"kind": "max_requests", "count": shape.requests}],
         "tokenizer": {"kind": "huggingface_auto", "model": str(MODEL_DIR)},
         "outputs": [{"kind": "json", "path": str(work / "guidellm.json")}]}}
     path = work / "scenario.json"

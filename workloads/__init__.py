@@ -20,7 +20,13 @@ from workloads._requestset import (
 )
 from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_lines, preset_names
 from workloads._synthetic import corpus_text, synthesize_prompt
-from workloads._tokenizer import LoadedTokenizer, Tokenizer, default_cache_dir, load_tokenizer
+from workloads._tokenizer import (
+    LoadedTokenizer,
+    Tokenizer,
+    default_cache_dir,
+    is_tokenizer_folder,
+    load_tokenizer,
+)
 from workloads._yaml import MAX_YAML_NODES, load_yaml
 
 __all__ = [
@@ -48,6 +54,7 @@ __all__ = [
     "WorkloadError",
     "WorkloadSpec",
     "default_cache_dir",
+    "is_tokenizer_folder",
     "load_tokenizer",
     "materialize",
     "read_records",

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from workloads._errors import TokenizerError
 
-__all__ = ["Tokenizer", "LoadedTokenizer", "load_tokenizer", "default_cache_dir"]
+__all__ = ["Tokenizer", "LoadedTokenizer", "load_tokenizer", "default_cache_dir", "is_tokenizer_folder"]
 
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -101,6 +101,13 @@ def _sha256_file(path: Path) -> str:
         while block := handle.read(1 << 20):
             digest.update(block)
     return digest.hexdigest()
+
+
+def is_tokenizer_folder(path: str | Path) -> bool:
+    """True for a local folder holding any of the tokenizer files `load_tokenizer` reads (a Hugging
+    Face model folder, as vLLM, SGLang and MLX serve)."""
+    folder = Path(os.path.expanduser(str(path)))
+    return folder.is_dir() and any((folder / name).is_file() for name in _TOKENIZER_FILES)
 
 
 def _sha256_folder(folder: Path) -> str:

@@ -7,7 +7,7 @@ this registry and names no engine. Adding one: write an `EngineProfile` in a mod
 others and list it in `_registry._PROFILES` (or `register()` it at run time).
 """
 
-from harness.engines._common import ANY_TOKENIZE
+from harness.engines._common import ANY_TOKENIZE, salt_requests
 from harness.engines._fields import structured_fields
 from harness.engines._probe import fingerprint, probe_identity
 from harness.engines._profile import EngineProfile, PrefixCacheRecord, ProbeContext, TokenizeRoute
@@ -35,6 +35,7 @@ __all__ = [
     "profile",
     "profiles",
     "register",
+    "salt_requests",
     "structured_fields",
     "unregister",
 ]

@@ -11,7 +11,8 @@ from harness._control import ControlClient
 from harness._prom import Sample, samples
 from harness.engines._profile import TokenizeRoute
 
-__all__ = ["prometheus_samples", "sha256_text", "call_until_ok", "OPENAI_STYLE_TOKENIZE", "ANY_TOKENIZE"]
+__all__ = ["prometheus_samples", "sha256_text", "call_until_ok", "salt_requests", "OPENAI_STYLE_TOKENIZE",
+           "ANY_TOKENIZE"]
 
 
 def prometheus_samples(control: ControlClient, path: str = "/metrics") -> list[Sample]:
@@ -47,3 +48,10 @@ OPENAI_STYLE_TOKENIZE = TokenizeRoute(
     "/tokenize", lambda text, model: {"prompt": text, "model": model, "add_special_tokens": False})
 ANY_TOKENIZE = TokenizeRoute("/tokenize", lambda text, model: {
     "content": text, "prompt": text, "model": model, "add_special": False, "add_special_tokens": False})
+
+
+def salt_requests(params: dict[str, Any], run_id: str) -> str:
+    """Give every request of run `run_id` vLLM's `cache_salt` (it matches only cache entries made
+    under the same salt); returns the protocol's method line."""
+    params["cache_salt"] = f"passport-{run_id}"
+    return f"cache_salt=passport-{run_id} on every request"

@@ -67,6 +67,8 @@ class EngineProfile:
       OpenAI's `response_format` json_schema.
     - `reset_prefix_cache(control, run_id, params)`: empties its prefix cache (may add request
       fields to `params`) and returns the protocol's record; None: no reset over HTTP.
+    - `cache_salt`: it honours vLLM's per-request `cache_salt` (a request matches only cache entries
+      made under the same salt), so one run can be kept apart from what others cached.
     - `prometheus_path` / `json_metrics_path`: its metrics endpoints (`metrics_hint`: how to turn
       them on, said when they do not answer); `series`: normalized
       telemetry name -> its metric names in preference order; `derive_series`: normalized
@@ -86,6 +88,7 @@ class EngineProfile:
     openai_params_only: bool = False
     structured_output: Callable[[dict[str, Any], Api], StructuredForm | None] | None = None
     reset_prefix_cache: Callable[[ControlClient, str, dict[str, Any]], PrefixCacheRecord] | None = None
+    cache_salt: bool = False
     prometheus_path: str | None = None
     metrics_hint: str | None = None
     json_metrics_path: str | None = None

@@ -52,6 +52,7 @@ PROFILE = EngineProfile(
     ignore_eos=True,
     structured_output=_structured,
     reset_prefix_cache=salted_reset("/flush_cache", 6, "SGLang refuses while requests run"),
+    cache_salt=True,
     prometheus_path="/metrics",
     metrics_hint="SGLang needs --enable-metrics",
     series={

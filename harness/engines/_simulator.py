@@ -1,6 +1,6 @@
 """The simulated engine (`python -m harness.simulator`): owned_by `passport-sim`; honours
 ignore_eos; a prefix cache only when started with --prefix-cache (reset as vLLM's, by POST
-/reset_prefix_cache); serves Prometheus /metrics and POST /tokenize (words)."""
+/reset_prefix_cache) and honours vLLM's `cache_salt`; serves Prometheus /metrics and POST /tokenize (words)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ PROFILE = EngineProfile(
     probe=_probe,
     ignore_eos=True,
     reset_prefix_cache=_reset,
+    cache_salt=True,
     prometheus_path="/metrics",
     tokenize=ANY_TOKENIZE,
 )

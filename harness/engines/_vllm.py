@@ -8,7 +8,7 @@ import re
 from typing import Any
 
 from harness._control import ControlClient
-from harness.engines._common import OPENAI_STYLE_TOKENIZE, call_until_ok, prometheus_samples
+from harness.engines._common import OPENAI_STYLE_TOKENIZE, call_until_ok, prometheus_samples, salt_requests
 from harness.engines._profile import Api, EngineProfile, PrefixCacheRecord, ProbeContext, StructuredForm
 
 __all__ = ["PROFILE", "salted_reset"]
@@ -74,8 +74,7 @@ def salted_reset(path: str, tries: int, needs: str) -> Any:
         status = call_until_ok(control, "POST", path, tries)
         if status == 200:
             return {"enforced": True, "method": f"POST {path}"}
-        params["cache_salt"] = f"passport-{run_id}"
-        return {"enforced": True, "method": f"cache_salt=passport-{run_id} on every request",
+        return {"enforced": True, "method": salt_requests(params, run_id),
                 "reason": f"POST {path} answered {status} ({needs})"}
 
     return reset
@@ -96,6 +95,7 @@ PROFILE = EngineProfile(
     ignore_eos=True,
     structured_output=_structured,
     reset_prefix_cache=salted_reset("/reset_prefix_cache", 1, "vLLM needs VLLM_SERVER_DEV_MODE=1"),
+    cache_salt=True,
     prometheus_path="/metrics",
     series={
         "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),

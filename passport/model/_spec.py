@@ -225,10 +225,11 @@ class RunSpec(_Strict):
     workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
     decoding: DecodingSpec = Field(default_factory=DecodingSpec)
     load: LoadSpec
-    prefix_cache: Literal["auto", "cold", "warm"] = Field(
+    prefix_cache: Literal["auto", "cold", "salted", "warm"] = Field(
         "auto", description="cold: empty the engine's prefix cache before timing (or a per-run salt, or no reuse, as "
-                            "the engine allows; the protocol says which); warm: leave what earlier traffic left; "
-                            "auto: cold for a synthetic workload, warm for a replayed log.")
+                            "the engine allows; the protocol says which); salted: cold without emptying a cache "
+                            "others share (a per-run cache_salt on every request: vLLM, SGLang); warm: leave what "
+                            "earlier traffic left; auto: cold for a synthetic workload, warm for a replayed log.")
     canaries: str = Field("default", description="A bundled suite name or a suite file; none: skip (the passport "
                                                  "says so).")
     canary_share: float = Field(0.0, ge=0, le=0.5, description="During the timed run, one canary case after every "

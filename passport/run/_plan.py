@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from harness import Schedule, build_schedule, engines, open_new, scrub_json
 from passport.audit import DECLARED_FILE, write_declared
 from passport.model import DeclaredInfo, RunSpec, SourcedValue
-from workloads import LoadedTokenizer, RequestSet, entry_rows, materialize
+from workloads import LoadedTokenizer, RequestSet, entry_rows, is_tokenizer_folder, materialize
 
 __all__ = ["request_params", "resolve_tokenizer", "salt_of", "plan_workload", "declare", "write_schedule",
            "shape_counts", "utc_now"]
@@ -68,21 +68,14 @@ def resolve_tokenizer(spec: RunSpec, identity: dict[str, SourcedValue]) -> tuple
         return declared, None
     if spec.engine and spec.engine.model_path and spec.engine.model_path.endswith(".gguf"):
         return f"gguf:{os.path.expanduser(spec.engine.model_path)}", "auto: the launched model's GGUF"
-    if spec.engine and spec.engine.model_path and _tokenizer_folder(spec.engine.model_path):
+    if spec.engine and spec.engine.model_path and is_tokenizer_folder(spec.engine.model_path):
         return os.path.expanduser(spec.engine.model_path), "auto: the launched model's folder"
     probed = identity.get("model.root")
     if probed and isinstance(probed.value, str) and probed.value.endswith(".gguf") and os.path.isfile(probed.value):
         return f"gguf:{probed.value}", "auto: the GGUF the server reports in /props"
-    if probed and isinstance(probed.value, str) and _tokenizer_folder(probed.value):
+    if probed and isinstance(probed.value, str) and is_tokenizer_folder(probed.value):
         return probed.value, f"auto: the model folder the server reports ({probed.via})"
     return "none", "auto: no local tokenizer found for this model; lengths are approximate"
-
-
-def _tokenizer_folder(path: str) -> bool:
-    """A local Hugging Face model folder with a tokenizer in it (what vLLM and MLX serve)."""
-    folder = os.path.expanduser(path)
-    return os.path.isfile(os.path.join(folder, "tokenizer.json")) or os.path.isfile(
-        os.path.join(folder, "tokenizer_config.json"))
 
 
 def salt_of(spec: RunSpec, run_id: str) -> str:

@@ -144,3 +144,33 @@ def test_show_as_vllm_reads_as_vllm_bench_serve_on_the_same_server(vllm_url: str
     for figure in ("TTFT", "TPOT", "ITL"):  # each figure row is one vLLM prints as Mean/Median/P99
         assert re.search(rf"^{figure} \(ms\)", shown.stdout, re.MULTILINE)
         assert all(f"{stat} {figure} (ms):" in bench.stdout for stat in ("Mean", "Median", "P99"))
+
+
+def test_salted_runs_match_nothing_cached_before_them_and_leave_the_cache_as_it_was(
+        vllm_url: str, tmp_path: Path) -> None:
+    """`prefix_cache: salted` on the live server: the same seeded prompts served once before are
+    found in vLLM's prefix cache by a warm run (the control: this test can fail) but not by a
+    salted one, and the salted run empties nothing (the warm run after it still hits)."""
+    def run(policy: str) -> tuple[dict[str, Any], float]:
+        spec = {"name": f"cache-{policy}", "endpoint": {"base_url": vllm_url, "api": "completions"},
+                "workload": {"tokenizer": str(MODEL_DIR), "seed": 7, "input_tokens": {"dist": "fixed", "value": 64},
+                             "output_tokens": {"dist": "fixed", "value": 2}},
+                "load": {"pattern": "closed", "concurrency": 2, "warmup": {"requests": 0}, "measure": {"requests": 4}},
+                "canaries": "none", "prefix_cache": policy}
+        out = tmp_path / f"out-{policy}-{len(list(tmp_path.glob('out-*')))}"
+        path = out.with_suffix(".yaml")
+        path.write_text(yaml.safe_dump(spec))
+        result = run_cli("run", str(path), "--out", str(out), "--quiet", *LENIENT_FLAGS, timeout_s=400)
+        assert result.returncode == 0, result.stdout + result.stderr
+        passport: dict[str, Any] = json.loads((only_run_dir(out) / "passport.json").read_text())
+        return passport, passport["results"]["server"]["counter_deltas"]["prefix_cache_hits_total"]
+
+    run("warm")  # the prompts, now in the cache
+    salted, salted_hits = run("salted")
+    _, warm_hits = run("warm")
+    record = salted["protocol"]["prefix_cache"]
+    assert (record["declared"], record["policy"], record["enforced"]) == ("salted", "cold", True)
+    assert record["method"] == f"cache_salt=passport-{salted['run_id']} on every request"
+    assert salted["protocol"]["request_params"]["cache_salt"] == f"passport-{salted['run_id']}"
+    assert salted_hits == 0
+    assert warm_hits >= 4 * 48  # vLLM caches whole blocks of 16: at least 3 of each prompt's 4-5 blocks

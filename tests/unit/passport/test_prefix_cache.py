@@ -40,6 +40,16 @@ def test_vllm_resets_in_dev_mode_and_salts_otherwise() -> None:
     assert params == {"cache_salt": "passport-run1"} and record["enforced"] and "answered 404" in record["reason"]
 
 
+def test_salted_keeps_the_shared_cache_and_salts_every_request_where_the_engine_can() -> None:
+    for engine in ("vllm", "sglang"):
+        record, params, seen = _apply(engine, lambda r: httpx.Response(200), policy="salted")
+        assert seen == [] and params == {"cache_salt": "passport-run1"}  # nothing emptied, even where it could be
+        assert (record["declared"], record["policy"], record["enforced"]) == ("salted", "cold", True)
+        assert record["method"] == "cache_salt=passport-run1 on every request"
+    record, params, seen = _apply("llama.cpp", lambda r: httpx.Response(200), policy="salted")
+    assert not record["enforced"] and params == {} and seen == [] and "prefix_cache: cold" in record["reason"]
+
+
 def test_sglang_flush_is_retried_while_requests_drain() -> None:
     answers = iter([400, 400, 200])
     record, params, seen = _apply("sglang", lambda r: httpx.Response(next(answers)))

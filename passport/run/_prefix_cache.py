@@ -10,8 +10,9 @@ a reset endpoint, else a per-run salt or no prompt reuse at all, and the protoco
 An engine with no reset over HTTP is recorded as not enforced, with the reason (restart the
 server for a cold start). `salted` is cold for this run without emptying a cache other clients
 share: every request carries a per-run `cache_salt` (engines that honour it), so it matches
-nothing cached before it; the policy recorded is `cold`, the method says how. `warm` resets nothing: the cache holds what earlier traffic, the
-canaries and the warm-up left. Either way results report the cached prompt tokens usage carried.
+nothing cached before it; the policy recorded is `cold`, the method says how. `warm` resets
+nothing: the cache holds what earlier traffic, the canaries and the warm-up left. Either way
+results report the cached prompt tokens usage carried.
 """
 
 from __future__ import annotations

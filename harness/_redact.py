@@ -28,6 +28,7 @@ MASK = "***"
 _SECRETS: set[str] = set()
 _WINDOW = 12  # characters a run must share with a secret's form to be masked (shorter: ordinary text)
 _WINDOWS: set[str] = set()  # every _WINDOW-long slice of every registered secret's forms
+_WINDOW_BYTES: set[bytes] = set()  # the same, encoded
 _RUN = re.compile(r"[A-Za-z0-9+/_=-]{12,}")
 _USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)(?P<userinfo>[^/@\s\"'<>]+)@")
 _HEADER = re.compile(r"(?i)(?P<name>\b(?:proxy-)?authorization|\bx-api-key|\bapi[-_]key)(?P<sep>\"?\s*[:=]\s*\"?)"
@@ -43,6 +44,7 @@ def register_secret(value: str | None) -> None:
         _SECRETS.add(value)
         for form in _forms(value):
             _WINDOWS.update(form[i:i + _WINDOW] for i in range(len(form) - _WINDOW + 1))
+        _WINDOW_BYTES.update(w.encode() for w in _WINDOWS)
 
 
 def _forms(value: str) -> list[str]:
@@ -58,12 +60,17 @@ def _forms(value: str) -> list[str]:
     return [f for f in forms if len(f) >= _WINDOW]
 
 
-def _mask_runs(text: str) -> str:
-    def mask(match: re.Match[str]) -> str:
-        run = match[0]
-        return MASK if any(run[i:i + _WINDOW] in _WINDOWS for i in range(len(run) - _WINDOW + 1)) else run
+def _shares_window(run: str) -> bool:
+    """Whether `run` holds a _WINDOW-long slice of a secret's form, by whichever takes fewer
+    checks: each of the run's slices looked up, or each slice searched for in the run (a long
+    answer is one run of a megabyte: its slices would be a million lookups)."""
+    if len(run) - _WINDOW + 1 <= len(_WINDOWS):
+        return any(run[i:i + _WINDOW] in _WINDOWS for i in range(len(run) - _WINDOW + 1))
+    return any(window in run for window in _WINDOWS)
 
-    return _RUN.sub(mask, text)
+
+def _mask_runs(text: str) -> str:
+    return _RUN.sub(lambda match: MASK if _shares_window(match[0]) else match[0], text)
 
 
 def _secrets() -> Iterable[str]:
@@ -88,15 +95,14 @@ def scrub(text: str) -> str:
 
 
 _HINT_BYTES = re.compile(_HINT.pattern.encode())
-_RUN_BYTES = re.compile(_RUN.pattern.encode())
 
 
 def has_secret(data: bytes) -> bool:
-    """Whether `data` may hold a secret (a quick test before the slower `scrub_bytes`)."""
+    """Whether `data` may hold a secret (a quick test before the slower `scrub_bytes`): a slice of
+    a secret's form anywhere in it lies inside a run `scrub` masks, so the runs need no finding."""
     if _HINT_BYTES.search(data) or any(s.encode() in data for s in _SECRETS):
         return True
-    return bool(_WINDOWS) and any(bytes(m[0][i:i + _WINDOW]).decode() in _WINDOWS
-                                  for m in _RUN_BYTES.finditer(data) for i in range(len(m[0]) - _WINDOW + 1))
+    return any(window in data for window in _WINDOW_BYTES)
 
 
 def scrub_bytes(data: bytes) -> bytes:

@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from harness import register_secret, scrub, scrub_bytes
+from harness import has_secret, register_secret, scrub, scrub_bytes
 
 KEY = "sk-unit-9d41b7c2e0aa55f3"
 
@@ -28,3 +28,13 @@ def test_a_cut_of_the_key_is_masked_and_ordinary_text_is_not() -> None:
     assert scrub_bytes(f"got {KEY[2:-2]}".encode()) == b"got ***"
     plain = "a long_identifier_without_secrets and 1234567890123456789 digits, sk-unit-other"
     assert scrub(plain) == plain
+
+
+def test_a_cut_of_the_key_inside_a_megabyte_run_is_found_and_masked() -> None:
+    """A long answer is one run of a megabyte: its check searches the secret's slices in it (the
+    slice-by-slice lookup took 35 s a megabyte with a key registered)."""
+    plain = b"x" * (1 << 20)
+    assert not has_secret(plain)
+    leaked = plain + KEY[3:17].encode() + plain
+    assert has_secret(leaked)
+    assert scrub_bytes(leaked) == b"***"  # the run that holds it is masked whole

@@ -74,7 +74,7 @@ class FakeTransport:
     def request_bytes(self, path: str, body: bytes) -> bytes:
         return f"POST {self.endpoint.base_path}{path}\n".encode() + body
 
-    async def exchange(self, request: bytes) -> Exchange:
+    async def exchange(self, request: bytes, send_at_ns: int | None = None) -> Exchange:
         body = orjson.loads(request.split(b"\n", 1)[1])
         attempt = len(self.sent)
         self.sent.append(body)
@@ -86,6 +86,8 @@ class FakeTransport:
         self._in_flight += 1
         try:
             await asyncio.sleep(script.connect_s)
+            if send_at_ns is not None:
+                await self._wait_until(send_at_ns, 0.0)  # a loop timer: the fake keeps no finer time
             ex.sent_ns = _now()
             await self._play(ex, script)
         except asyncio.CancelledError:

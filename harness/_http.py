@@ -21,6 +21,7 @@ compression, no proxies, no HTTP/2.
 from __future__ import annotations
 
 import asyncio
+import os
 import select
 import ssl
 import time
@@ -33,6 +34,7 @@ import httptools
 
 from harness._errors import EndpointError
 from harness._loadspec import Limits, Timeouts
+from harness._pacer import PacedSend, Pacer
 from harness._sse import SSEParser
 
 __all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits"]
@@ -77,7 +79,7 @@ class Exchange:
     __slots__ = (
         "sent_ns", "first_byte_ns", "last_byte_ns", "end_ns", "status", "retry_after",
         "content_type", "sse", "error_body", "error", "timeout_kind", "connect_ns",
-        "new_connection", "interrupted", "resent", "done", "_conn",
+        "new_connection", "interrupted", "resent", "withdrawn", "done", "_conn",
     )
 
     def __init__(self) -> None:
@@ -96,6 +98,7 @@ class Exchange:
         self.new_connection = False
         self.interrupted = False
         self.resent = False
+        self.withdrawn = False  # armed for a paced send and taken back before it went: never sent
         self.done: asyncio.Future[None] | None = None
         self._conn: _Connection | None = None
 
@@ -114,7 +117,7 @@ class Exchange:
 class _Connection(asyncio.Protocol):
     __slots__ = ("_pool", "_parser", "_transport", "exchange", "closed", "_t_ns", "_headers_done",
                  "_chunked_or_length", "_sink", "_ok", "_read_ends", "_read_times", "_limits", "_head_bytes",
-                 "_event_start", "_events")
+                 "_event_start", "_events", "_fd")
 
     def __init__(self, pool: HttpClient) -> None:
         self._pool = pool
@@ -133,10 +136,14 @@ class _Connection(asyncio.Protocol):
         self._ok = False
         self._read_ends: array[int] = array("q")
         self._read_times: array[int] = array("q")
+        self._fd = -1  # the socket, for the pacer's own writes (-1 for TLS: only its transport writes)
 
     # -- asyncio.Protocol -------------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # uvloop's is no subclass
+        sock = transport.get_extra_info("socket")
+        if sock is not None and transport.get_extra_info("sslcontext") is None:
+            self._fd = sock.fileno()
 
     def data_received(self, data: bytes) -> None:
         t_ns = _now()
@@ -270,6 +277,21 @@ class _Connection(asyncio.Protocol):
         ex.sent_ns = _now()
         self._transport.write(request)
 
+    def arm(self, ex: Exchange, request: bytes, deadline_ns: int) -> PacedSend:
+        """Make this connection wait for `ex`'s answer now, its request written by the pacer at
+        `deadline_ns` (on a duplicate of the socket's descriptor, which the send owns)."""
+        self.exchange = ex
+        ex._conn = self
+
+        def stamp(t_ns: int) -> None:
+            ex.sent_ns = t_ns
+
+        return PacedSend(deadline_ns, request, os.dup(self._fd) if self._fd >= 0 else -1, stamp, self._write)
+
+    def _write(self, data: bytes) -> None:
+        if self._transport is not None and not self.closed:
+            self._transport.write(data)
+
     def abort(self) -> None:
         self.closed = True
         if self._transport is not None:
@@ -309,6 +331,7 @@ class HttpClient:
         ca_file: str | None = None,
         limits: Limits | None = None,
     ) -> None:
+        self.pacer = Pacer()  # started on the first paced send
         self.endpoint = endpoint
         self.timeouts = timeouts
         self.limits = limits or Limits()
@@ -351,6 +374,8 @@ class HttpClient:
         self._idle.extend(conns)
 
     async def aclose(self) -> None:
+        if self.pacer.running:
+            self.pacer.stop()  # nothing armed is written once its connection may be closed
         if self._watchdog is not None:
             self._watchdog.cancel()
             try:
@@ -393,8 +418,11 @@ class HttpClient:
             + body
         )
 
-    async def exchange(self, request: bytes) -> Exchange:
+    async def exchange(self, request: bytes, send_at_ns: int | None = None) -> Exchange:
         """Send one prepared request and wait for its full response; never raises for I/O.
+
+        `send_at_ns` (perf_counter_ns): the request is armed now and written by the pacer thread
+        at that time (`harness._pacer`), whatever the loop is doing then; None sends at once.
 
         Connection failures and timeouts are recorded on the returned Exchange. A request sent
         on a reused keep-alive connection that the server closed without sending a single byte
@@ -402,7 +430,7 @@ class HttpClient:
         stream, sometimes faster than the check before reuse can see); it is sent once more on
         a fresh connection, `resent` is set, and connections are no longer reused.
         """
-        ex = await self._attempt(request, reuse=not self.reuse_disabled)
+        ex = await self._attempt(request, not self.reuse_disabled, send_at_ns)
         if (not ex.new_connection and not ex.first_byte_ns and ex.error is not None and not ex.interrupted
                 and ex.timeout_kind is None):
             self.reuse_disabled = True
@@ -412,7 +440,7 @@ class HttpClient:
             ex.resent = True
         return ex
 
-    async def _attempt(self, request: bytes, reuse: bool) -> Exchange:
+    async def _attempt(self, request: bytes, reuse: bool, send_at_ns: int | None = None) -> Exchange:
         ex = Exchange()
         loop = asyncio.get_running_loop()
         ex.done = loop.create_future()
@@ -439,12 +467,21 @@ class HttpClient:
                 return ex
             ex.connect_ns = _now() - t0
         self._in_flight.add(ex)
+        paced: PacedSend | None = None
         try:
-            conn.send(ex, request)
+            if send_at_ns is None:
+                conn.send(ex, request)
+            else:
+                paced = conn.arm(ex, request, send_at_ns)
+                if not self.pacer.running:
+                    self.pacer.start()
+                self.pacer.submit(paced)
             await ex.done
         except asyncio.CancelledError:
             # The run is stopping: abort the connection and return what was received, so the
-            # request is still recorded (as interrupted) with its timings.
+            # request is still recorded (as interrupted) with its timings; one armed and not yet
+            # written is withdrawn, and was never sent.
+            ex.withdrawn = paced is not None and self.pacer.withdraw(paced)
             ex.interrupted = True
             ex.fail("run interrupted")
         finally:
@@ -462,6 +499,8 @@ class HttpClient:
             now = _now()
             earliest = now + cap_ns
             for ex in list(self._in_flight):
+                if not ex.sent_ns:
+                    continue  # armed for the pacer, not yet written
                 deadlines = []
                 if total_ns is not None:
                     deadlines.append(ex.sent_ns + total_ns)

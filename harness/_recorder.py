@@ -233,10 +233,6 @@ class TableWriter:
         self._buffered += batch.num_rows
         self._maybe_flush()
 
-    def flush_due(self) -> bool:
-        """Whether the next append will flush a part (a caller may pick its moment)."""
-        return self._buffered + 1 >= self._flush_rows or time.monotonic() - self._last_flush > self._flush_s
-
     def _maybe_flush(self) -> None:
         if self._buffered >= self._flush_rows or time.monotonic() - self._last_flush > self._flush_s:
             self.flush()

@@ -1,8 +1,10 @@
 """The runner: sends a materialized schedule through the HTTP client and records every request.
 
 It sees only the client (transport), the schedule, the prepared requests and the writers. Open loops
-wait for absolute deadlines on the monotonic clock (never relative sleeps, so lag never
-accumulates), optionally capped in flight; closed loops run `concurrency` users back to back. Each
+send on absolute deadlines on the monotonic clock (never relative sleeps, so lag never
+accumulates): each request is armed `ARM_NS` ahead and written at its deadline by the transport's
+pacer thread (`harness._pacer`), so a record or a parse running then does not delay it; optionally
+capped in flight; closed loops run `concurrency` users back to back. Each
 finished exchange becomes one row of `requests.parquet` and its events rows of `chunks.parquet`.
 Nothing is retried unless `load.on_reject` declares it for rejections (429/503, see
 `RejectPolicy`: each attempt its own row, linked to the first by `retry_of`); a request a server
@@ -51,10 +53,9 @@ __all__ = ["PreparedRequest", "Runner", "RepetitionResult", "WorkerShare", "Prog
 _now = time.perf_counter_ns
 _MAX_CONNECT_FAILURES = 20  # in a row: the endpoint is gone; stop rather than spin on errors
 START_LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so setup never lags it
-_SPIN_NS = 1_000_000  # wake this early and yield-spin: uvloop timers have 1 ms granularity
-_RECORD_GUARD_NS = 3_000_000  # no record starts this close to an open-loop send
-_FLUSH_GUARD_NS = 15_000_000  # nor one that flushes a part
-_MAX_DEFERRED = 64
+# A paced send is armed this long before its deadline (connection chosen, answer awaited): more
+# than the loop's own lag at the rates one worker holds (a loop timer rounds to 1 ms).
+ARM_NS = 3_000_000
 # Bytes of finished answers waiting to be recorded before users wait for the recorder: an
 # endpoint answering faster than answers can be parsed (a flood cut at a limit every few ms)
 # must not grow the harness's memory without bound. Ordinary answers are kilobytes.
@@ -234,8 +235,6 @@ class Runner:
         self._backlog: deque[_Done] = deque()
         self._backlog_bytes = 0
         self._drained = asyncio.Event()
-        self._next_send_ns: int | None = None  # the open loop's next deadline, while it waits for it
-        self._sent = asyncio.Event()
         self._backlog_ready = asyncio.Event()
 
     async def run(self) -> list[RepetitionResult]:
@@ -271,8 +270,6 @@ class Runner:
             await self._backlog_ready.wait()
             self._backlog_ready.clear()
             while self._backlog:
-                flushing = self._requests.flush_due() or self._chunks.flush_due()
-                await self._clear_of_sends(_FLUSH_GUARD_NS if flushing else _RECORD_GUARD_NS)
                 self._record_one(self._backlog.popleft())
                 await asyncio.sleep(0)  # let the loop read sockets between records
 
@@ -289,18 +286,6 @@ class Runner:
             self._drained.clear()
             await self._drained.wait()
 
-    async def _clear_of_sends(self, need_ns: int) -> None:
-        """Wait while the next open-loop send is due within `need_ns`, until it has gone: a record
-        (about 1 ms; a part flush up to 10 ms, measured) must not run across a deadline. A backlog
-        of _MAX_DEFERRED records is recorded anyway, so rates with gaps below the guard still
-        record."""
-        while len(self._backlog) < _MAX_DEFERRED:
-            due = self._next_send_ns
-            if due is None or due - _now() > need_ns:
-                return
-            self._sent.clear()
-            await self._sent.wait()
-
     def _record_one(self, done: _Done) -> None:
         held = _held_bytes(done)
         try:
@@ -314,16 +299,18 @@ class Runner:
 
     # -- one request (or one session, turn by turn) -------------------------------------------
     async def _one(
-        self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int
+        self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int, paced: bool
     ) -> None:
+        """One request or session; `paced`: its first request goes at `intended_ns` exactly (the
+        pacer's), not as soon as it is ready (a closed loop's user)."""
         history: list[dict[str, Any]] = []
         while True:
             prepared = self._pool[index]
             turn = prepared.turn
             request = turn.build(history) if turn is not None and history else prepared.request
-            done = await self._attempts(rep, seq, phase, index, user, intended_ns, prepared, request)
+            done = await self._attempts(rep, seq, phase, index, user, intended_ns, paced, prepared, request)
             if done is None:
-                return  # stopped while waiting to retry
+                return  # stopped while waiting to retry, or before it was sent
             ex = done.ex
             if turn is not None and turn.next_index >= 0 and ex is not None and done.failure is None:
                 done.judged = judge(ex, self._api, prepared.max_tokens_is_target,  # the answer is needed now
@@ -340,15 +327,16 @@ class Runner:
             index = turn.next_index
             following = self._pool[index].turn
             assert following is not None
-            intended_ns = ex.end_ns + following.think_ns
-            await self._sleep_until(intended_ns)
+            intended_ns, paced = ex.end_ns + following.think_ns, True
+            await self._sleep_until(intended_ns - ARM_NS)
             if self._stop.is_set():
                 return
 
     async def _attempts(self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int,
-                        prepared: PreparedRequest, request: bytes) -> _Done | None:
+                        paced: bool, prepared: PreparedRequest, request: bytes) -> _Done | None:
         """Send one request, and again after each rejection the policy retries; every attempt
-        but the last is queued for recording here. The last attempt (None if stopped first)."""
+        but the last is queued for recording here. The last attempt (None if stopped first, or
+        withdrawn before it went). A retry is paced at its wait's end."""
         attempt, first_rid = 0, None
         while True:
             rid = self._c.next_id * self._share.workers + self._share.worker  # unique across workers
@@ -358,7 +346,9 @@ class Runner:
             if self._progress is not None:
                 self._progress.update(self._c.done, self._client.in_flight + 1, self._c.errors, _SENDING)
             try:
-                ex = await self._client.exchange(request)
+                ex = await self._client.exchange(request, intended_ns if paced else None)
+                if ex.withdrawn:
+                    return None
                 if ex.interrupted:
                     failure = "run interrupted"
             except Exception as exc:  # a harness bug must not stop the run; it is recorded
@@ -372,8 +362,8 @@ class Runner:
             self._queue(done)
             first_rid = rid if first_rid is None else first_rid
             attempt += 1
-            intended_ns = _now() + int(wait_s * 1e9)
-            await self._sleep_until(intended_ns)
+            intended_ns, paced = _now() + int(wait_s * 1e9), True
+            await self._sleep_until(intended_ns - ARM_NS)
             if self._stop.is_set():
                 return None
 
@@ -553,14 +543,14 @@ class Runner:
 
     # -- open loop ----------------------------------------------------------------------------
     async def _sleep_until(self, deadline_ns: int) -> None:
-        now = _now()
-        if deadline_ns - now > _SPIN_NS:
+        """Wait, on the loop's own (millisecond) timers, until about `deadline_ns` or the stop:
+        only for arming; the send's own time is kept by the pacer."""
+        wait_ns = deadline_ns - _now()
+        if wait_ns > 0:
             try:
-                await asyncio.wait_for(self._stop.wait(), (deadline_ns - now - _SPIN_NS) / 1e9)
+                await asyncio.wait_for(self._stop.wait(), wait_ns / 1e9)
             except TimeoutError:
                 pass
-        while _now() < deadline_ns and not self._stop.is_set():
-            await asyncio.sleep(0)
 
     async def _open_loop(self, result: RepetitionResult, start_ns: int | None) -> None:
         share = self._share
@@ -588,8 +578,7 @@ class Runner:
                 start_ns = max(start_ns, _now() + START_LEAD_NS - int(offsets[seq]))
                 warmups.clear()
             deadline = start_ns + int(offsets[seq])
-            self._next_send_ns = deadline
-            await self._sleep_until(deadline)
+            await self._sleep_until(deadline - ARM_NS)
             if self._stop.is_set():
                 break
             if slots is not None:
@@ -598,16 +587,12 @@ class Runner:
                     break
             phase = self._phases[seq]
             index = self._pool_index(int(self._indexes[seq]))
-            task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline))
+            task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline, True))
             if seq < n_warmup:
                 warmups.append(task)
-            self._next_send_ns = None
-            self._sent.set()
             if slots is not None:
                 task.add_done_callback(release_slot)
             result.sent += 1
-        self._next_send_ns = None
-        self._sent.set()
         await self._drain()
 
     # -- closed loop --------------------------------------------------------------------------
@@ -644,7 +629,7 @@ class Runner:
                         return
                     phase = "measure"
                 result.sent += 1
-                await self._one(result.repetition, seq, phase, self._pool_index(seq % pool), u, now)
+                await self._one(result.repetition, seq, phase, self._pool_index(seq % pool), u, now, False)
                 if phase == "warmup":
                     warmup_left[0] -= 1
                     if warmup_left[0] == 0:

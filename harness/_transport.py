@@ -34,5 +34,6 @@ class Transport(Protocol):
     def request_bytes(self, path: str, body: bytes) -> bytes:
         """The whole request for `path` (relative to the endpoint's base path) with `body`."""
 
-    async def exchange(self, request: bytes) -> Exchange:
-        """Send one prepared request and wait for its full response."""
+    async def exchange(self, request: bytes, send_at_ns: int | None = None) -> Exchange:
+        """Send one prepared request (at `send_at_ns`, perf_counter_ns, when given) and wait for
+        its full response."""

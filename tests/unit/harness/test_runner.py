@@ -194,7 +194,7 @@ class _ScriptedClient(HttpClient):
         self.attempts = attempts
         self.reuse: list[bool] = []
 
-    async def _attempt(self, request: bytes, reuse: bool) -> Exchange:
+    async def _attempt(self, request: bytes, reuse: bool, send_at_ns: int | None = None) -> Exchange:
         self.reuse.append(reuse)
         return self.attempts.pop(0)
 

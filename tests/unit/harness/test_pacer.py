@@ -1,0 +1,163 @@
+"""The pacer thread: sends never early, in order and whole, withdrawn ones never written, and a
+send due while the loop is busy goes on time instead of after the loop is free."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from harness._pacer import PacedSend, Pacer
+
+_now = time.perf_counter_ns
+
+
+@pytest.fixture
+def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
+    """A connected pair: the pacer writes `a` (non-blocking, as a transport's socket is), `b` reads."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    with a, b:
+        yield a, b
+
+
+def _send(sock: socket.socket, deadline_ns: int, request: bytes, stamps: list[int],
+          loop_writes: list[bytes]) -> PacedSend:
+    def rest(data: bytes) -> None:
+        loop_writes.append(data)
+        sock.setblocking(True)
+        sock.sendall(data)
+        sock.setblocking(False)
+
+    return PacedSend(deadline_ns, request, os.dup(sock.fileno()), stamps.append, rest)
+
+
+def _read(sock: socket.socket, n: int, timeout_s: float = 10.0) -> bytes:
+    sock.settimeout(timeout_s)
+    got = b""
+    while len(got) < n:
+        got += sock.recv(n - len(got))
+    return got
+
+
+def test_sends_go_at_their_deadlines_never_early_in_order_and_whole(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    stamps: list[int] = []
+
+    async def main() -> list[int]:
+        pacer = Pacer()
+        pacer.start()
+        first = _now() + 20_000_000
+        deadlines = [first + k * 2_000_000 for k in range(20)]
+        for k, deadline in reversed(list(enumerate(deadlines))):  # armed out of order: the earliest goes first
+            pacer.submit(_send(a, deadline, b"%02d;" % k, stamps, []))
+        await asyncio.sleep((deadlines[-1] - _now()) / 1e9 + 0.05)
+        stats = pacer.stop()
+        assert (stats.raw, stats.via_loop, stats.withdrawn) == (20, 0, 0)
+        return deadlines
+
+    deadlines = asyncio.run(main())
+    assert _read(b, 60) == b"".join(b"%02d;" % k for k in range(20))
+    late = [s - d for s, d in zip(stamps, deadlines, strict=True)]
+    assert min(late) >= 0  # never before its deadline
+    assert sorted(late)[len(late) // 2] < 2_000_000  # and, at the median, well within one gap
+
+
+def test_a_withdrawn_send_is_never_written_and_gives_its_descriptor_back(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    stamps: list[int] = []
+
+    async def main() -> None:
+        pacer = Pacer()
+        pacer.start()
+        send = _send(a, _now() + 50_000_000, b"never", stamps, [])
+        dup = send.fd
+        pacer.submit(send)
+        await asyncio.sleep(0.01)
+        assert pacer.withdraw(send) and not pacer.withdraw(send)  # taken back once
+        await asyncio.sleep(0.08)  # past its deadline
+        pacer.stop()
+        try:
+            os.fstat(dup)
+            raise AssertionError("the send's descriptor is still open")
+        except OSError:
+            pass
+
+    asyncio.run(main())
+    b.setblocking(False)
+    try:
+        assert b.recv(10) == b""
+    except BlockingIOError:
+        pass  # nothing was written
+    assert stamps == []
+
+
+def test_a_send_due_while_the_loop_is_busy_goes_on_time(pair: tuple[socket.socket, socket.socket]) -> None:
+    """The loop thread runs Python for 200 ms; a send due 20 ms in is written by the pacer within
+    a few ms of it (the GIL handed over), not after the loop is free (180 ms late)."""
+    a, b = pair
+    stamps: list[int] = []
+
+    async def main() -> int:
+        pacer = Pacer()
+        pacer.start()
+        start = _now()
+        deadline = start + 20_000_000
+        pacer.submit(_send(a, deadline, b"x", stamps, []))
+        total = 0
+        while _now() - start < 200_000_000:  # busy in Python, no await
+            total += sum(range(200))
+        pacer.stop()
+        return deadline
+
+    deadline = asyncio.run(main())
+    assert _read(b, 1) == b"x"
+    assert stamps and stamps[0] - deadline < 50_000_000
+
+
+def test_what_the_socket_does_not_take_the_loop_writes_after_it_in_order(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    a, b = pair
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    big = bytes(range(256)) * 16384  # 4 MiB: more than the socket takes at once
+    stamps: list[int] = []
+    loop_writes: list[bytes] = []
+    got = bytearray()
+
+    async def main() -> None:
+        pacer = Pacer()
+        pacer.start()
+        pacer.submit(_send(a, _now() + 5_000_000, big, stamps, loop_writes))
+        loop = asyncio.get_running_loop()
+        reader = loop.run_in_executor(None, lambda: got.extend(_read(b, len(big), 20)))
+        while not loop_writes:
+            await asyncio.sleep(0.005)
+        await reader
+        pacer.stop()
+
+    asyncio.run(main())
+    assert bytes(got) == big and len(loop_writes) == 1 and 0 < len(loop_writes[0]) < len(big)
+
+
+def test_a_send_without_a_descriptor_is_handed_to_the_loop_at_its_deadline() -> None:
+    stamps: list[int] = []
+    written: list[bytes] = []
+
+    async def main() -> int:
+        pacer = Pacer()
+        pacer.start()
+        deadline = _now() + 10_000_000
+        pacer.submit(PacedSend(deadline, b"tls", -1, stamps.append, written.append))
+        await asyncio.sleep(0.05)
+        stats = pacer.stop()
+        assert (stats.raw, stats.via_loop) == (0, 1)
+        return deadline
+
+    deadline = asyncio.run(main())
+    assert written == [b"tls"] and stamps[0] >= deadline

@@ -21,15 +21,19 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from harness._openai import CHUNK_KINDS
 from harness._safefile import open_new, real_dir
+from harness._sse import EventBodies
 
 __all__ = [
     "RAW_SCHEMA_VERSION",
@@ -38,6 +42,7 @@ __all__ = [
     "TELEMETRY_SCHEMA",
     "RAW_TABLES",
     "TableWriter",
+    "piece_array",
     "join_parts",
 ]
 
@@ -121,6 +126,9 @@ CHUNKS_SCHEMA = pa.schema(
     ]
 )
 
+# The values of each dictionary column; its pieces are indices into them.
+_DICTIONARIES = {"kind": pa.array(CHUNK_KINDS, pa.string())}
+
 TELEMETRY_SCHEMA = pa.schema(
     [
         ("t_ns", pa.int64()),
@@ -177,8 +185,28 @@ def _warm_conversion(schema: pa.Schema, rows: int) -> None:
         pa.table({f.name: [_typical(f.type)] * rows for f in schema}, schema=schema)
 
 
+def piece_array(pieces: list[Any], data_type: pa.DataType, dictionary: pa.Array | None) -> pa.Array:
+    """One column of a part from its pieces: numpy arrays, lists of values, or EventBodies."""
+    if all(isinstance(p, np.ndarray) for p in pieces):
+        values = np.concatenate(pieces) if pieces else np.zeros(0)
+        if dictionary is not None:
+            return pa.DictionaryArray.from_arrays(pa.array(values.astype(np.int8)), dictionary)
+        return pa.array(values, data_type)
+    if all(isinstance(p, EventBodies) for p in pieces):
+        shift = np.cumsum([0] + [len(p.body) for p in pieces[:-1]], dtype=np.int64)
+        offsets = np.concatenate([np.zeros(1, np.int64)]
+                                 + [p.ends.astype(np.int64) + k for p, k in zip(pieces, shift, strict=True)])
+        body = b"".join(p.body for p in pieces)
+        raw = pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1,
+                                    [None, pa.py_buffer(offsets), pa.py_buffer(body)])
+        return pc.binary_slice(raw, 6, -2).cast(data_type)
+    if all(isinstance(p, list) for p in pieces):
+        return pa.array([v for p in pieces for v in p], data_type)
+    return pa.concat_arrays([piece_array([p], data_type, dictionary) for p in pieces])
+
+
 class TableWriter:
-    """Buffers rows (as column lists or whole Arrow batches) and flushes them as parts.
+    """Buffers rows (as column lists, or as each call's column pieces) and flushes them as parts.
 
     Not thread-safe for writers: call `append*` from one thread (the event loop). `on_error(name,
     error)` is called once, from the writer thread, when a part cannot be written.
@@ -205,7 +233,8 @@ class TableWriter:
         with open_new(self._parts_dir / "part-000000.parquet") as file:
             pq.write_table(schema.empty_table(), file, compression="none")
         self._columns: dict[str, list[Any]] = {f.name: [] for f in schema}
-        self._batches: list[pa.RecordBatch] = []
+        self._pieces: dict[str, list[Any]] = {f.name: [] for f in schema}
+        self._piece_rows = 0
         self._buffered = 0
         self._column_rows = 0
         self._n_parts = 1
@@ -227,10 +256,15 @@ class TableWriter:
         self._buffered += 1
         self._maybe_flush()
 
-    def append_batch(self, batch: pa.RecordBatch) -> None:
-        """Buffer a whole batch that already follows the schema."""
-        self._batches.append(batch)
-        self._buffered += batch.num_rows
+    def append_columns(self, columns: Mapping[str, Any], rows: int) -> None:
+        """Buffer `rows` rows given per column (every column of the schema) as a numpy array, a
+        list of values or `EventBodies`; they become Arrow once per part, not once per call (an
+        answer of one event cost ~100 us as its own batch). A dictionary column takes its indices
+        into its values (`kind`: CHUNK_KINDS)."""
+        for name, pieces in self._pieces.items():
+            pieces.append(columns[name])
+        self._piece_rows += rows
+        self._buffered += rows
         self._maybe_flush()
 
     def _maybe_flush(self) -> None:
@@ -247,9 +281,11 @@ class TableWriter:
             tables.append(self._columns_table())
             self._columns = {f.name: [] for f in self.schema}
             self._column_rows = 0
-        if self._batches:
-            tables.append(pa.Table.from_batches(self._batches, schema=self.schema))
-            self._batches = []
+        if self._piece_rows:
+            tables.append(pa.table([piece_array(self._pieces[f.name], f.type, _DICTIONARIES.get(f.name))
+                                    for f in self.schema], schema=self.schema))
+            self._pieces = {f.name: [] for f in self.schema}
+            self._piece_rows = 0
         table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
         self.rows_written += table.num_rows
         self._buffered = 0

@@ -36,13 +36,12 @@ from typing import Any, Protocol
 
 import numpy as np
 import orjson
-import pyarrow as pa
 
 from harness._checks import check_json, check_tool_call
 from harness._http import Exchange
 from harness._loadspec import LoadSpec
-from harness._openai import CHUNK_KINDS, SUCCESS_OUTCOMES, Api, StreamSummary, judge
-from harness._recorder import CHUNKS_SCHEMA, TableWriter
+from harness._openai import SUCCESS_OUTCOMES, Api, StreamSummary, judge
+from harness._recorder import TableWriter
 from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import Schedule
 from harness._transport import Transport
@@ -60,7 +59,6 @@ ARM_NS = 3_000_000
 # endpoint answering faster than answers can be parsed (a flood cut at a limit every few ms)
 # must not grow the harness's memory without bound. Ordinary answers are kilobytes.
 _BACKLOG_BYTES = 64 << 20
-_KIND_DICTIONARY = pa.array(CHUNK_KINDS, pa.string())
 
 RecordText = str  # "full" | "hashes"
 _SENDING: Mapping[str, object] = types.MappingProxyType({})  # the progress row of a request being sent
@@ -396,7 +394,7 @@ class Runner:
             )
             if summary is not None:
                 self._answer_fields(done, summary, outcome, context_tokens, row)
-                self._chunks.append_batch(self._chunk_batch(done.rid, ex, summary))
+                self._chunks.append_columns(self._chunk_columns(done.rid, ex, summary), len(ex.sse))
         self._requests.append_row(row)
         self._count(row, ex, failure)
 
@@ -493,29 +491,17 @@ class Runner:
         if self._progress is not None:
             self._progress.update(self._c.done, self._client.in_flight, self._c.errors, row)
 
-    def _chunk_batch(self, rid: int, ex: Exchange, summary: StreamSummary) -> pa.RecordBatch:
+    def _chunk_columns(self, rid: int, ex: Exchange, summary: StreamSummary) -> dict[str, Any]:
+        """The answer's chunks rows, one piece per column (Arrow once per part, not per answer)."""
         sse = ex.sse
         n = len(sse)
         kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
-        recv = sse.times_ns - self._t0
-        events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else None
-        if self._full_text:
-            data = sse.data_column(scrub_bytes if has_secret(sse.body()) else None)
-        else:
-            data = pa.nulls(n, pa.binary())
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.array(np.full(n, rid, dtype=np.int64)),
-                pa.array(np.arange(n, dtype=np.int32)),
-                pa.array(recv),
-                pa.DictionaryArray.from_arrays(pa.array(kinds), _KIND_DICTIONARY),
-                pa.array((kinds >= 1) & (kinds <= 3)),
-                pa.array(np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32)),
-                pa.array(events, pa.string()) if events else pa.nulls(n, pa.string()),
-                data,
-            ],
-            schema=CHUNKS_SCHEMA,
-        )
+        events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else [None] * n
+        data = sse.data_piece(scrub_bytes if has_secret(sse.body()) else None) if self._full_text else [None] * n
+        return {"request_id": np.full(n, rid, dtype=np.int64), "seq": np.arange(n, dtype=np.int32),
+                "recv_ns": sse.times_ns - self._t0, "kind": kinds, "token_bearing": (kinds >= 1) & (kinds <= 3),
+                "n_chars": np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32),
+                "event": events, "data": data}
 
     def _pool_index(self, entry: int) -> int:
         """The pool index of a schedulable entry (a request, or a session's first turn)."""

@@ -21,12 +21,21 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
-__all__ = ["SSEParser"]
+__all__ = ["SSEParser", "EventBodies"]
+
+
+@dataclass(frozen=True)
+class EventBodies:
+    """The payloads of an answer whose every event is one `data: ` line, as slices of its body:
+    event k is `body[ends[k-1] + 6 : ends[k] - 2]` (`ends[-1]` the body's length). Kept as is
+    until a part is made, where all of a part's bodies become one binary column at once."""
+
+    body: bytes
+    ends: np.ndarray
 
 
 class SSEParser:
@@ -122,19 +131,17 @@ class SSEParser:
             joined = joined[:-6] + b'"[DONE]"'
         return b"[" + joined + b"]"
 
-    def data_column(self, scrub: Callable[[bytes], bytes] | None = None) -> pa.Array:
-        """The payloads as an Arrow binary array (zero-copy from the body when possible); with
+    def data_piece(self, scrub: Callable[[bytes], bytes] | None = None) -> EventBodies | list[bytes]:
+        """The payloads for a recorder's column (`harness._recorder.piece_array`): the body and
+        its event ends when every event is one line (no copy now), else each payload; with
         `scrub`, each payload passed through it (one Python step per event: the caller applies
         it only to a stream that may hold a secret)."""
         self._ensure_split()
         if scrub is not None:
-            return pa.array([scrub(p) for p in self.payloads], pa.binary())
+            return [scrub(p) for p in self.payloads]
         if self._ends is None:
-            return pa.array(self.payloads, pa.binary())
-        offsets = np.concatenate(([0], self._ends)).astype(np.int64)
-        raw = pa.Array.from_buffers(pa.large_binary(), len(self._ends),
-                                    [None, pa.py_buffer(offsets), pa.py_buffer(self._frozen)])
-        return pc.binary_slice(raw, 6, -2).cast(pa.binary())
+            return self.payloads
+        return EventBodies(self._frozen, self._ends)
 
     def __len__(self) -> int:
         self._ensure_split()

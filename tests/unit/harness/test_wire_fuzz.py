@@ -11,12 +11,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import Endpoint, Limits, SSEParser, Timeouts
 from harness._http import Exchange, HttpClient, _Connection
+from harness._recorder import piece_array
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -53,7 +55,27 @@ def test_well_formed_streams_parse_back_to_their_events_however_they_are_cut(
         offset += len(b"data: " + e + sep + sep)
         expected.append(next(k for k, end in enumerate(ends, start=1) if end >= offset))
     assert list(parser.times_ns) == expected
-    assert parser.data_column().to_pylist() == sent
+    assert _column([parser]) == sent
+
+
+def _column(parsers: list[SSEParser]) -> list[Any]:
+    """The data column a part of chunks.parquet holds for these answers, in order."""
+    return list(piece_array([p.data_piece() for p in parsers], pa.binary(), None).to_pylist())
+
+
+_LINE = st.binary(max_size=40).filter(lambda b: b"\n" not in b and b"\r" not in b)
+
+
+@FUZZ
+@given(answers=st.lists(st.lists(_LINE, max_size=5), max_size=6), cut=st.booleans())
+def test_a_parts_data_column_is_every_answers_payloads_in_order(answers: list[list[bytes]], cut: bool) -> None:
+    parsers = []
+    for events in answers:
+        parser = SSEParser()
+        body = b"".join(b"data: " + e + b"\n\n" for e in events)
+        parser.feed(body + (b"data: cut" if cut else b""), 1)  # a cut-off tail: payloads kept one by one
+        parsers.append(parser)
+    assert _column(parsers) == [e for events in answers for e in events]
 
 
 @FUZZ
@@ -64,7 +86,7 @@ def test_any_bytes_at_all_split_without_raising(reads: list[bytes]) -> None:
         parser.feed(piece, t)
     n = len(parser)
     assert len(parser.times_ns) == n and len(parser.payloads) == n
-    assert parser.data_column().to_pylist() == parser.payloads
+    assert _column([parser]) == parser.payloads
     assert parser.received_bytes == sum(map(len, reads))
     assert all(1 <= t <= len(reads) for t in parser.times_ns)
 
@@ -146,7 +168,7 @@ def test_any_response_ends_the_exchange_with_a_result_or_a_reason_within_the_lim
     assert len(ex.error_body) <= 64 << 10
     # and the recorded events split cleanly, each timed
     n_events = len(ex.sse)
-    assert len(ex.sse.times_ns) == n_events and len(ex.sse.data_column()) == n_events
+    assert len(ex.sse.times_ns) == n_events and len(_column([ex.sse])) == n_events
 
 
 @pytest.mark.parametrize("limit, raw, said", [

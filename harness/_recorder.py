@@ -18,6 +18,7 @@ run's monotonic clock (0 = the run's start), null when the event never happened.
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -205,6 +206,16 @@ def piece_array(pieces: list[Any], data_type: pa.DataType, dictionary: pa.Array 
     return pa.concat_arrays([piece_array([p], data_type, dictionary) for p in pieces])
 
 
+def _background_priority() -> None:
+    """Run this thread at nice +10 (Linux: per thread): a part written while the run streams
+    then waits for the event loop and the pacer instead of taking their core for milliseconds
+    (measured: late sends every 2 s flush, at 2,000 requests/s on one core)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 class TableWriter:
     """Buffers rows (as column lists, or as each call's column pieces) and flushes them as parts.
 
@@ -240,7 +251,8 @@ class TableWriter:
         self._n_parts = 1
         self._last_flush = time.monotonic()
         self._own_executor = executor is None
-        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=f"write-{name}")
+        self._executor = executor or ThreadPoolExecutor(1, thread_name_prefix=f"write-{name}",
+                                                        initializer=_background_priority)
         self._pending: list[Future[None]] = []
         self._lock = threading.Lock()
         self._on_error = on_error
@@ -272,39 +284,50 @@ class TableWriter:
             self.flush()
 
     def flush(self) -> None:
-        """Hand what is buffered to the writer thread as one part file."""
+        """Hand what is buffered to the writer thread, which makes it one part file: the caller
+        (the event loop) only swaps its buffers; the conversion to Arrow (10-20 ms for a part of
+        thousands of rows, measured) runs in the writer thread, at a lower CPU priority."""
         self._last_flush = time.monotonic()
         if not self._buffered:
             return
-        tables = []
-        if self._column_rows:
-            tables.append(self._columns_table())
-            self._columns = {f.name: [] for f in self.schema}
-            self._column_rows = 0
-        if self._piece_rows:
-            tables.append(pa.table([piece_array(self._pieces[f.name], f.type, _DICTIONARIES.get(f.name))
-                                    for f in self.schema], schema=self.schema))
-            self._pieces = {f.name: [] for f in self.schema}
-            self._piece_rows = 0
-        table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
-        self.rows_written += table.num_rows
-        self._buffered = 0
+        columns, n_rows = (self._columns, self._column_rows) if self._column_rows else (None, 0)
+        pieces = self._pieces if self._piece_rows else None
+        self._columns = {f.name: [] for f in self.schema} if columns is not None else self._columns
+        self._pieces = {f.name: [] for f in self.schema} if pieces is not None else self._pieces
+        self.rows_written += self._buffered
+        self._column_rows = self._piece_rows = self._buffered = 0
         path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"
         self._n_parts += 1
-        self._pending.append(self._executor.submit(self._write, table, path))
+        self._pending.append(self._executor.submit(self._build_and_write, columns, n_rows, pieces, path))
 
-    def _columns_table(self) -> pa.Table:
-        """The buffered rows as a table. Total: a value its column cannot hold (an integer beyond
-        64 bits a server sent, a wrong type) becomes null, and where the table has an `error`
-        column the row says which column lost what, so one hostile value never loses the part."""
+    def _build_and_write(self, columns: dict[str, list[Any]] | None, n_rows: int,
+                         pieces: dict[str, list[Any]] | None, path: Path) -> None:
+        """In the writer thread: the part's table from the buffers handed over, then the file."""
+        tables = []
         try:
-            return pa.table(self._columns, schema=self.schema)
+            if columns is not None:
+                tables.append(self._columns_table(columns, n_rows))
+            if pieces is not None:
+                tables.append(pa.table([piece_array(pieces[f.name], f.type, _DICTIONARIES.get(f.name))
+                                        for f in self.schema], schema=self.schema))
+        except Exception as exc:  # recorded as a part that could not be written, never raised
+            self._failed(exc)
+            return
+        self._write(pa.concat_tables(tables) if len(tables) > 1 else tables[0], path)
+
+    def _columns_table(self, buffered: dict[str, list[Any]], n_rows: int) -> pa.Table:
+        """Rows buffered as column lists, as a table. Total: a value its column cannot hold (an
+        integer beyond 64 bits a server sent, a wrong type) becomes null, and where the table has
+        an `error` column the row says which column lost what, so one hostile value never loses
+        the part."""
+        try:
+            return pa.table(buffered, schema=self.schema)
         except (pa.ArrowException, OverflowError, TypeError, ValueError):
             pass
         columns: dict[str, list[Any]] = {}
-        notes: list[list[str]] = [[] for _ in range(self._column_rows)]
+        notes: list[list[str]] = [[] for _ in range(n_rows)]
         for f in self.schema:
-            values = self._columns[f.name]
+            values = buffered[f.name]
             try:
                 pa.array(values, type=f.type)
                 columns[f.name] = values
@@ -333,12 +356,15 @@ class TableWriter:
             with open_new(path) as file:
                 pq.write_table(table, file, compression="none")
         except Exception as exc:
-            with self._lock:
-                first = self.error is None
-                if first:
-                    self.error = exc
-            if first and self._on_error is not None:
-                self._on_error(self.name, exc)
+            self._failed(exc)
+
+    def _failed(self, exc: Exception) -> None:
+        with self._lock:
+            first = self.error is None
+            if first:
+                self.error = exc
+        if first and self._on_error is not None:
+            self._on_error(self.name, exc)
 
     def sync(self) -> None:
         """Flush and wait until every part handed to the writer thread is on disk or failed

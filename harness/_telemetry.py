@@ -49,8 +49,10 @@ _COMBINE: dict[str, str] = {
     "requests_finished_total": "sum",
 }
 # The engine's own totals read right before the timed phase's first send and right after its
-# last answer (the bracket), for the client's totals to be held against.
-BRACKET_COUNTERS = ("requests_finished_total", "generation_tokens_total", "prompt_tokens_total")
+# last answer (the bracket), for the client's totals to be held against, and the prefix cache's
+# (a run too short for a sample inside its window still has its hits).
+BRACKET_COUNTERS = ("requests_finished_total", "generation_tokens_total", "prompt_tokens_total",
+                    "prefix_cache_queries_total", "prefix_cache_hits_total")
 _DCGM: dict[str, tuple[str, float]] = {
     "DCGM_FI_DEV_FB_USED": ("memory_used_bytes", 2.0**20),  # MiB
     "DCGM_FI_DEV_GPU_UTIL": ("utilization_pct", 1.0),

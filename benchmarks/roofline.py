@@ -38,7 +38,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -192,7 +191,8 @@ def passport_at(port: int, shape: str, rate: float, seconds: float, work: Path) 
             "cpu_us": client["cpu_share_mean"] / max(achieved, 1e-9) * 1e6, "ok": ok}
 
 
-def roofline(port: int, shape: str, rates: list[float], seconds: float, work: Path) -> tuple[float, list[dict[str, float]]]:
+def roofline(port: int, shape: str, rates: list[float], seconds: float,
+             work: Path) -> tuple[float, list[dict[str, float]]]:
     ladder, best = [], 0.0
     for rate in rates:
         step = passport_at(port, shape, rate, seconds, work)
@@ -248,7 +248,8 @@ def main() -> None:
                   f"{bare['rate'] / max(best, 1):14.1f}")
             for step in ladder:
                 print(f"       passport at {step['rate']:6,.0f}/s: achieved {step['achieved']:7,.0f}/s, dispatch lag "
-                      f"p99 {step['lag_p99_ms']:6.3f} ms, {step['cpu_us']:6.1f} us CPU per request, ok {step['ok']:.0%}")
+                      f"p99 {step['lag_p99_ms']:6.3f} ms, {step['cpu_us']:6.1f} us CPU per request, "
+                      f"ok {step['ok']:.0%}")
         short_up, long_up = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s1", 100_000, work)
         short_down, long_down = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s32768", 8, work)
         print(f"long bodies (passport, closed loop of 1, TTFT p50): 100k-token prompt {long_up:.2f} ms vs 8 tokens "

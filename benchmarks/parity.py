@@ -168,6 +168,35 @@ def run_aiperf(aiperf: str, root_url: str, model: str, shape: Shape, work: Path)
     return out
 
 
+def _nearest_start_ms(starts_s: list[float]) -> float:
+    """Median over requests of the time to the nearest other request's start: about 0 when the
+    streams of a closed loop send together (lockstep), about half a request apart when not."""
+    ordered = sorted(starts_s)
+    gaps = [min(b - a for a, b in zip(ordered, ordered[1:], strict=False) if a == x or b == x) for x in ordered]
+    return _median([g * 1e3 for g in gaps]) or 0.0
+
+
+def guidellm_timings(work: Path) -> Figures:
+    """From guidellm's own per-request timings: ITL by passport's definition (first to last token
+    over tokens - 1, the median), and how its streams' starts line up."""
+    requests = json.loads((work / "guidellm.json").read_text())["benchmarks"][0]["requests"]["successful"]
+    itl, starts = [], []
+    for r in requests:
+        t, n = r["info"]["timings"], (r.get("output_metrics") or {}).get("text_tokens")
+        starts.append(t["request_start"])
+        if t.get("first_token_iteration") and t.get("last_token_iteration") and n and n > 1:
+            itl.append((t["last_token_iteration"] - t["first_token_iteration"]) / (n - 1) * 1e3)
+    return {"ITL by passport's definition": _median(itl) or 0.0, "nearest other start": _nearest_start_ms(starts)}
+
+
+def passport_timings(run: Path) -> Figures:
+    import pyarrow.parquet as pq
+
+    requests = pq.read_table(run / "requests.parquet", columns=["phase", "sent_ns"]).to_pandas()
+    measured = requests[requests.phase == "measure"]
+    return {"nearest other start": _nearest_start_ms([t / 1e9 for t in measured.sent_ns])}
+
+
 def run_guidellm(guidellm: str, root_url: str, model: str, shape: Shape, work: Path) -> Figures:
     """guidellm 0.8 from a scenario file (its options are `kind=...` records, easier written as JSON)."""
     scenario = {"spec": {
@@ -218,6 +247,7 @@ def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, p
     }
     theirs: dict[str, list[Figures]] = {t: [] for t in runners}
     ours: dict[str, list[Figures]] = {t: [] for t in runners}
+    timings: dict[str, list[Figures]] = {"guidellm": [], "passport": []}
     order = ["passport", *runners]
     for r in range(rounds):
         for who in order[r % len(order):] + order[:r % len(order)]:
@@ -226,8 +256,11 @@ def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, p
                 run = run_passport(f"{root_url}/v1", model, shape, work)
                 for tool in runners:
                     ours[tool].append(shown(run, tool))
+                timings["passport"].append(passport_timings(run))
             else:
                 theirs[who].append(runners[who](work))
+                if who == "guidellm":
+                    timings["guidellm"].append(guidellm_timings(work))
     truth = shape.truth_ms() if target == "sim" else {}
     lines = [f"target: {target} ({shape.requests} requests, closed@{shape.concurrency}, {shape.input_tokens} in, "
              f"{shape.output_tokens} out, {rounds} rounds interleaved; medians over rounds, ms)",
@@ -242,6 +275,12 @@ def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, p
             errs = ["" if t is None or v is None else f"{v - t:+.1f}" for v in (a, b)]
             lines.append(f"{tool:7} {their_key:26} {_fmt(a):>9} {_fmt(b):>9} {diff:>7} {_fmt(t):>7} {errs[0]:>8} "
                          f"{errs[1]:>8}")
+    itl_key, start_key = "ITL by passport's definition", "nearest other start"
+    their_itl = _median([f[itl_key] for f in timings["guidellm"]])
+    their_start = _median([f[start_key] for f in timings["guidellm"]])
+    our_start = _median([f[start_key] for f in timings["passport"]])
+    lines.append(f"guidellm's own per-request timings: ITL by passport's definition {_fmt(their_itl)} ms; a request's "
+                 f"nearest other start, median: guidellm {_fmt(their_start)} ms, passport {_fmt(our_start)} ms")
     return lines
 
 

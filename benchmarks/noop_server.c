@@ -125,10 +125,13 @@ static int serve(conn_t *c) {
         char *end = memmem(c->in, c->in_len, "\r\n\r\n", 4);
         if (!end) return 0;
         size_t head_len = (size_t)(end - c->in) + 4;
-        long body = content_length(c->in, head_len);
-        if (c->in_len < head_len + (size_t)body) return 0;
         char saved = c->in[head_len - 1];
-        c->in[head_len - 1] = 0;
+        c->in[head_len - 1] = 0;  /* the head as a string: nothing below reads past it */
+        long body = content_length(c->in, head_len);
+        if (body < 0 || c->in_len < head_len + (size_t)body) {
+            c->in[head_len - 1] = saved;
+            return body < 0 ? -1 : 0;
+        }
         const buf_t *a = answer_for(c->in);
         c->in[head_len - 1] = saved;
         memmove(c->in, c->in + head_len + body, c->in_len - head_len - body);

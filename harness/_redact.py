@@ -79,12 +79,18 @@ def _secrets() -> Iterable[str]:
 
 # One pass that finds every place a pattern below could start; most texts have none.
 _HINT = re.compile(r"(?i)://[^/\s]*@|authoriz|api[-_]key|\bbearer\s|\bbasic\s")
+# Literals one of which every _HINT match holds, looked for in the lowered text first: a
+# case-insensitive alternation scans at ~25 ms a megabyte, `in` at a fraction of a millisecond.
+_HINT_WORDS = ("://", "authoriz", "api_key", "api-key", "bearer", "basic")
+_HINT_WORD_BYTES = tuple(w.encode() for w in _HINT_WORDS)
 
 
 def scrub(text: str) -> str:
     """`text` with every secret masked (see the module docstring)."""
     runs = bool(_WINDOWS) and _RUN.search(text) is not None
-    if not runs and not _HINT.search(text) and not any(secret in text for secret in _SECRETS):
+    low = text.lower()
+    hinted = any(w in low for w in _HINT_WORDS) and _HINT.search(text) is not None
+    if not runs and not hinted and not any(secret in text for secret in _SECRETS):
         return text
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
     text = _HEADER.sub(lambda m: f"{m['name']}{m['sep']}{MASK}", text)
@@ -100,7 +106,9 @@ _HINT_BYTES = re.compile(_HINT.pattern.encode())
 def has_secret(data: bytes) -> bool:
     """Whether `data` may hold a secret (a quick test before the slower `scrub_bytes`): a slice of
     a secret's form anywhere in it lies inside a run `scrub` masks, so the runs need no finding."""
-    if _HINT_BYTES.search(data) or any(s.encode() in data for s in _SECRETS):
+    low = data.lower()
+    if (any(w in low for w in _HINT_WORD_BYTES) and _HINT_BYTES.search(data)) or any(
+            s.encode() in data for s in _SECRETS):
         return True
     return any(window in data for window in _WINDOW_BYTES)
 

@@ -436,7 +436,9 @@ class HttpClient:
             self.reuse_disabled = True
             while self._idle:
                 self._idle.popleft().abort()
-            ex = await self._attempt(request, reuse=False)
+            # a paced request whose connection died before its deadline keeps its deadline
+            ex = await self._attempt(request, False, send_at_ns if send_at_ns is not None and send_at_ns > _now()
+                                     else None)
             ex.resent = True
         return ex
 
@@ -477,6 +479,8 @@ class HttpClient:
                     self.pacer.start()
                 self.pacer.submit(paced)
             await ex.done
+            if paced is not None and not ex.sent_ns:
+                self.pacer.withdraw(paced)  # failed before its deadline (the connection closed): never written
         except asyncio.CancelledError:
             # The run is stopping: abort the connection and return what was received, so the
             # request is still recorded (as interrupted) with its timings; one armed and not yet

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness import Endpoint, Exchange, HttpClient, Timeouts
 from harness._pacer import PacedSend, Pacer
 
 _now = time.perf_counter_ns
@@ -161,3 +162,45 @@ def test_a_send_without_a_descriptor_is_handed_to_the_loop_at_its_deadline() -> 
 
     deadline = asyncio.run(main())
     assert written == [b"tls"] and stamps[0] >= deadline
+
+
+def test_a_paced_request_whose_connection_closes_before_its_deadline_goes_on_a_new_one_at_it() -> None:
+    """The server closes the kept-alive connection the request was armed on, 20 ms before its
+    deadline: it is withdrawn there, never written, and resent on a fresh connection at its
+    deadline (not at once, which would send it early)."""
+    answer = b"data: [DONE]\n\n"
+
+    async def main() -> tuple[Exchange, int, int]:
+        accepted: list[asyncio.StreamWriter] = []
+
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            accepted.append(writer)
+            if len(accepted) == 1:
+                await asyncio.sleep(0.02)
+                writer.close()
+                return
+            await reader.readuntil(b"\r\n\r\n")
+            await reader.readexactly(2)
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n%s"
+                         % (len(answer), answer))
+            await writer.drain()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        client = HttpClient(Endpoint.parse(f"http://127.0.0.1:{port}/v1"), Timeouts(), max_idle=2)
+        await client.start()
+        await client.preconnect(1)
+        deadline = _now() + 60_000_000
+        ex = await client.exchange(client.request_bytes("/completions", b"{}"), deadline)
+        stats = client.pacer.stats
+        await client.aclose()
+        server.close()
+        await server.wait_closed()
+        for writer in accepted:
+            writer.close()
+        assert (stats.raw, stats.withdrawn) == (1, 1)  # the first arm withdrawn, the resend written
+        return ex, deadline, len(accepted)
+
+    ex, deadline, connections = asyncio.run(main())
+    assert ex.resent and ex.new_connection and ex.status == 200 and connections == 2
+    assert ex.sent_ns >= deadline

@@ -15,7 +15,9 @@ the deadline (`call_soon_threadsafe`) and the loop sends, precise when the loop 
 behind a busy one; `PacerStats` counts both kinds. Each armed send owns a duplicate of the
 socket's descriptor, so a connection closed between arming and sending is written to harmlessly
 (its exchange has already failed) instead of to a reused descriptor number. The thread's CPU time
-(sleeping costs none; the lead's spin does) is reported.
+(sleeping costs none; the lead's spin does) is in `PacerStats.cpu_s` for its owner, and in the
+process CPU share every run records (telemetry.parquet `cpu_share`, results.client); the passport
+does not yet give it a line of its own.
 """
 
 from __future__ import annotations

@@ -180,8 +180,9 @@ def _typical(data_type: pa.DataType) -> Any:
 
 def _warm_conversion(schema: pa.Schema, rows: int) -> None:
     """Convert a throwaway table of `rows` typical rows: pyarrow's first conversion of Python
-    lists costs 6-8 ms more than later ones (measured at 256 rows), and a writer's first flush
-    falls inside the timed phase, where it would stall the event loop once."""
+    lists costs 6-8 ms more than later ones (measured at 256 rows), and a writer's first part is
+    converted inside the timed phase: in the writer thread, but holding the GIL, so the event loop
+    and the pacer would wait for it once."""
     if all(not pa.types.is_dictionary(f.type) for f in schema):
         pa.table({f.name: [_typical(f.type)] * rows for f in schema}, schema=schema)
 
@@ -290,10 +291,13 @@ class TableWriter:
         self._last_flush = time.monotonic()
         if not self._buffered:
             return
-        columns, n_rows = (self._columns, self._column_rows) if self._column_rows else (None, 0)
+        columns = self._columns if self._column_rows else None
         pieces = self._pieces if self._piece_rows else None
-        self._columns = {f.name: [] for f in self.schema} if columns is not None else self._columns
-        self._pieces = {f.name: [] for f in self.schema} if pieces is not None else self._pieces
+        n_rows = self._column_rows
+        if columns is not None:
+            self._columns = {f.name: [] for f in self.schema}
+        if pieces is not None:
+            self._pieces = {f.name: [] for f in self.schema}
         self.rows_written += self._buffered
         self._column_rows = self._piece_rows = self._buffered = 0
         path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"

@@ -172,8 +172,11 @@ def _nearest_start_ms(starts_s: list[float]) -> float:
     """Median over requests of the time to the nearest other request's start: about 0 when the
     streams of a closed loop send together (lockstep), about half a request apart when not."""
     ordered = sorted(starts_s)
-    gaps = [min(b - a for a, b in zip(ordered, ordered[1:], strict=False) if a == x or b == x) for x in ordered]
-    return _median([g * 1e3 for g in gaps]) or 0.0
+    if len(ordered) < 2:
+        return 0.0
+    between = [b - a for a, b in zip(ordered, ordered[1:], strict=False)]  # gap k: start k to start k + 1
+    nearest = [between[0], *(min(x, y) for x, y in zip(between, between[1:], strict=False)), between[-1]]
+    return _median([g * 1e3 for g in nearest]) or 0.0
 
 
 def guidellm_timings(work: Path) -> Figures:

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     )
     from harness._clientstats import (
         ClientMonitor,
+        run_delay_ns,
     )
     from harness._control import (
         ControlClient,
@@ -157,6 +158,7 @@ __all__ = [
     "CHUNK_KINDS",
     "ChunkKind",
     "ClientMonitor",
+    "run_delay_ns",
     "ControlClient",
     "Endpoint",
     "EndpointError",
@@ -223,6 +225,7 @@ _HOME = {
     "check_json": "harness._checks",
     "check_tool_call": "harness._checks",
     "ClientMonitor": "harness._clientstats",
+    "run_delay_ns": "harness._clientstats",
     "ControlClient": "harness._control",
     "EndpointError": "harness._errors",
     "EngineLaunchError": "harness._errors",

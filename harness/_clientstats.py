@@ -20,7 +20,7 @@ import time
 
 from harness._recorder import TableWriter
 
-__all__ = ["ClientMonitor"]
+__all__ = ["ClientMonitor", "run_delay_ns"]
 
 _now = time.perf_counter_ns
 

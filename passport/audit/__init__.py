@@ -45,6 +45,7 @@ from passport.audit._files import (
     sha256_bytes,
     sha256_file,
 )
+from passport.audit._headroom import CALIBRATION_FILE
 from passport.audit._metrics import (
     METRICS,
     PERCENTILES,
@@ -67,6 +68,7 @@ from passport.audit._slo import requests_meeting
 from passport.audit._types import (
     CanaryFigures,
     Distribution,
+    HeadroomFigures,
     ResultsFigures,
     RuleFigures,
     StatFigures,
@@ -103,6 +105,7 @@ __all__ = [
     "canary_counts",
     "canary_figures",
     "DECLARED_FILE",
+    "CALIBRATION_FILE",
     "METRICS",
     "PERCENTILES",
     "RAW_FILES",
@@ -116,6 +119,7 @@ __all__ = [
     "CanaryFigures",
     "Declarations",
     "Distribution",
+    "HeadroomFigures",
     "DiscardRule",
     "MetricDef",
     "MetricKind",

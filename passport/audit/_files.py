@@ -23,7 +23,7 @@ __all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "sha256_file", "sha256_b
 
 SPEC_FILE = "spec.yaml"  # the spec as run (flags applied): `passport run RUN/spec.yaml` runs it again
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json", "canaries.parquet", "probes.jsonl", SPEC_FILE)
+             "declared.json", "calibration.json", "canaries.parquet", "probes.jsonl", SPEC_FILE)
 REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
 
 

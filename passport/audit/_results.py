@@ -27,6 +27,7 @@ from passport.audit._cost import cost_figures
 from passport.audit._declared import read_declared
 from passport.audit._discard import evaluate_discards
 from passport.audit._files import load_table
+from passport.audit._headroom import headroom_figures, read_calibration
 from passport.audit._metrics import (
     METRICS,
     REQUEST_LATENCY_IDS,
@@ -287,6 +288,7 @@ def compute_results(run_dir: Path, run: RunData | None = None) -> ResultsFigures
     workers = _worker_figures(run)
     if workers is not None:
         client["workers"] = workers
+    client["headroom"] = headroom_figures(run.requests, read_calibration(run_dir))
     return {
         "metrics": metrics,
         "metrics_failure_inclusive": inclusive,

@@ -18,7 +18,8 @@ except ImportError:  # an auditor's environment without pydantic: the standard o
     from typing import TypedDict
 
 __all__ = [
-    "Scalar", "RuleStatus", "StatFigures", "WindowFigures", "PeakMemoryFigures", "ClientFigures", "ServerFigures",
+    "Scalar", "RuleStatus", "StatFigures", "WindowFigures", "PeakMemoryFigures", "ClientFigures", "HeadroomFigures",
+    "HeadroomCalibration", "ServerFigures",
     "SloTargetFigures", "SloFigures", "CostRates", "WorkerFigures",
     "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
@@ -78,15 +79,40 @@ class WorkerFigures(TypedDict):
     dispatch_lag_p99_ms: float | None
 
 
+class HeadroomCalibration(TypedDict):
+    """The client calibration a headroom was computed from (the run folder's calibration.json)."""
+
+    cpu_us_per_request: float
+    cpu_us_per_chunk: float
+    pacing_cpu_share: float
+    measured_utc: str
+    how: str
+
+
+class HeadroomFigures(TypedDict):
+    """What the run sent against what this client paces here (passport.audit._headroom)."""
+
+    factor: float
+    requests_per_s: float
+    chunks_per_s: float
+    chunks_per_request: float
+    workers: int
+    ceiling_requests_per_s: float
+    predicted_cpu_share: float
+    calibration: HeadroomCalibration
+
+
 class ClientFigures(TypedDict):
     """This process's CPU share, loop lag and dispatch lag; `workers`: per worker process of a
-    run sent by several (null: one)."""
+    run sent by several (null: one); `headroom`: the run's load against the client's calibrated
+    ceiling (null: no calibration.json)."""
 
     cpu_share_mean: float | None
     cpu_share_max: float | None
     loop_lag_p99_ms: float | None
     dispatch_lag_p99_ms: float | None
     workers: NotRequired[list[WorkerFigures] | None]
+    headroom: NotRequired[HeadroomFigures | None]
 
 
 class ServerFigures(TypedDict):

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from types import FrameType, ModuleType
 
 from passport.cli import (
+    _cmd_calibrate,
     _cmd_campaign,
     _cmd_canary,
     _cmd_capacity,
@@ -60,7 +61,8 @@ examples:
 # In the order `--help` lists them.
 COMMANDS: dict[str, ModuleType] = {
     "run": _cmd_run, "sweep": _cmd_sweep, "campaign": _cmd_campaign, "canary": _cmd_canary, "workload": _cmd_workload,
-    "probe": _cmd_probe, "capacity": _cmd_capacity, "verify": _cmd_verify, "recover": _cmd_recover, "gate": _cmd_gate,
+    "probe": _cmd_probe, "capacity": _cmd_capacity, "calibrate": _cmd_calibrate, "verify": _cmd_verify,
+    "recover": _cmd_recover, "gate": _cmd_gate,
     "compare": _cmd_compare, "show": _cmd_show, "export": _cmd_export,
 }
 

@@ -15,7 +15,15 @@ from pathlib import Path
 
 import numpy as np
 
-from passport.audit import RAW_FILES, REPORT_FILES, Distribution, StatFigures, load_table, per_request_samples
+from passport.audit import (
+    RAW_FILES,
+    REPORT_FILES,
+    Distribution,
+    HeadroomFigures,
+    StatFigures,
+    load_table,
+    per_request_samples,
+)
 from passport.model import Passport
 from passport.report._doc import (
     LAYOUT_KEY,
@@ -208,6 +216,9 @@ def _results_blocks(p: Passport) -> list[Block]:
          else f"Peak memory: unknown ({pm.get('reason')}).")
         + f" Client: CPU share mean {num(c['cpu_share_mean'])} / max {num(c['cpu_share_max'])}, loop lag p99 "
           f"{num(c['loop_lag_p99_ms'])} ms, dispatch lag p99 {num(c['dispatch_lag_p99_ms'], 3)} ms."))
+    headroom = c.get("headroom")
+    if headroom is not None:
+        blocks.append(Para(headroom_sentence(headroom)))
     workers = c.get("workers")
     if workers:
         blocks.append(Table(["worker", "requests", "CPU share mean", "CPU share max", "loop lag p99 ms",
@@ -215,6 +226,18 @@ def _results_blocks(p: Passport) -> list[Block]:
                             [[str(w["worker"]), str(w["requests"]), num(w["cpu_share_mean"]), num(w["cpu_share_max"]),
                               num(w["loop_lag_p99_ms"]), num(w["dispatch_lag_p99_ms"], 3)] for w in workers]))
     return blocks
+
+
+def headroom_sentence(h: HeadroomFigures) -> str:
+    """The client's headroom in words: what the run sent against what this client paces here."""
+    cal = h["calibration"]
+    verdict = (f"{h['factor']:.1f}x below the ceiling" if h["factor"] > 1
+               else "at or past the ceiling: open-loop sends were likely late (see dispatch lag)")
+    return (f"Client headroom: {h['requests_per_s']:,.1f} requests/s and {h['chunks_per_s']:,.0f} chunks/s sent, "
+            f"against ~{h['ceiling_requests_per_s']:,.0f} requests/s at {h['chunks_per_request']:.1f} chunks each "
+            f"that {h['workers']} worker(s) pace here ({verdict}; calibration {cal['cpu_us_per_request']:.0f} us per "
+            f"request + {cal['cpu_us_per_chunk']:.1f} us per chunk, {cal['how']} {cal['measured_utc']}; predicted "
+            f"CPU share {h['predicted_cpu_share']:.2f} per worker).")
 
 
 def _dist_cells(d: Distribution | None) -> list[str]:

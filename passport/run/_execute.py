@@ -47,6 +47,7 @@ from passport.run._assemble import (
     write_fallback,
     write_passport,
 )
+from passport.run._calibration import calibrate_run
 from passport.run._canaries import UnderLoad, canary_info, load_declared_suite, run_canaries
 from passport.run._collect import collect_harness, collect_host, collect_launcher
 from passport.run._disk import check_room, make_run_folder, need_bytes
@@ -206,7 +207,7 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
             check = tokenizer_check(control, found.engine, found.model_id, first)
         say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
             if check["checked"] else f"tokenizer check: {check['note']}")
-    workers = resolve_workers(spec, say)
+    workers = resolve_workers(spec, calibrate_run(run.folder, spec, say), say)
     return _Ready(Prepared(params, prefix_cache, telemetry_info, structured_form, check, workers), pool, client,
                   sources)
 

@@ -46,7 +46,8 @@ from passport.run._canaries import UnderLoad
 from workloads import LoadedTokenizer
 
 __all__ = ["Part", "TimedInputs", "TimedOutcome", "Backend", "Stopping", "stopping", "EngineWatch", "Beside",
-           "start_beside", "quiet_interpreter", "new_runner", "open_connections", "run_loop", "MAX_PRECONNECT"]
+           "start_beside", "quiet_interpreter", "new_runner", "open_connections", "run_loop", "raw_writers",
+           "MAX_PRECONNECT"]
 
 _SWITCH_INTERVAL_S = 0.0005  # while timing: a worker thread yields the GIL to the loop within 0.5 ms
 MAX_PRECONNECT = 64  # connections opened before the first send, at most (more open as the load needs them)
@@ -148,7 +149,7 @@ def _write_failure(name: str, error: Exception) -> str:
     return f"writing {name} failed ({error}); every part written before is kept in {name}.parts/"
 
 
-def _raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple[TableWriter, TableWriter,
+def raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple[TableWriter, TableWriter,
                                                                                  TableWriter]:
     """The requests, chunks and telemetry writers of a run folder (or a worker's shard)."""
     try:
@@ -181,7 +182,7 @@ class Stopping:
             with contextlib.suppress(RuntimeError):  # the loop may be closing already
                 loop.call_soon_threadsafe(self.stop.set)
 
-        return _raw_writers(folder, failed)
+        return raw_writers(folder, failed)
 
     def close(self, writers: tuple[TableWriter, ...]) -> None:
         """Close the writers; a join that fails is a reason too (the parts stay)."""

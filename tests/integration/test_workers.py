@@ -126,13 +126,42 @@ def test_auto_picks_the_workers_from_a_calibration_and_records_it(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
     url = simulator("--ttft-ms", "5", "--itl-ms", "2")
-    passport, _ = _run(write_spec, url, {"pattern": "poisson", "rate_per_s": 40, "workers": "auto",
-                                         "measure": {"requests": 40}}, tmp_path / "out", "auto")
+    passport, run = _run(write_spec, url, {"pattern": "poisson", "rate_per_s": 40, "workers": "auto",
+                                           "measure": {"requests": 40}}, tmp_path / "out", "auto")
     chosen = passport["protocol"]["workers"]
     assert chosen["how"] == "calibrated" and 1 <= chosen["count"] <= chosen["cores"]
-    assert chosen["cpu_us_per_chunk"] > 0 and chosen["chunks"] > 1000
-    # 40 req/s x the spec's output tokens is far below what one worker holds
-    assert chosen["offered_chunks_per_s"] < chosen["chunks_per_s_per_worker"] and chosen["count"] == 1
+    # the same calibration as the run's headroom: one measurement decides both
+    calibration = json.loads((run / "calibration.json").read_text())
+    assert chosen["cpu_us_per_request"] == calibration["cpu_us_per_request"] > 0
+    assert chosen["cpu_us_per_chunk"] == calibration["cpu_us_per_chunk"]
+    # 40 req/s is far below what one worker paces
+    assert chosen["offered_requests_per_s"] == 40 < chosen["ceiling_requests_per_s_per_worker"]
+    assert chosen["count"] == 1
+
+
+def test_auto_deals_a_load_past_one_workers_ceiling_to_more_workers(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cached calibration that says one worker paces 24 requests/s here (a slow machine): 60
+    requests/s of 8-token answers (10 chunks each) wants 3 workers, capped by the cores there are."""
+    from passport.run._calibration import ClientCalibration, _key
+    from passport.run._plan import utc_now
+
+    cache = tmp_path / "cache"
+    (cache / "calibration").mkdir(parents=True)
+    key = _key()
+    slow = ClientCalibration(10_000.0, 250.0, 0.3, utc_now(), key, "measured", [])  # 0.3 / 12.5 ms: 24/s
+    (cache / "calibration" / f"client-{key}.json").write_text(json.dumps(slow.to_json()))
+    url = simulator("--ttft-ms", "5", "--itl-ms", "2")
+    spec = write_spec(_spec(url, {"pattern": "poisson", "rate_per_s": 60, "workers": "auto",
+                                  "measure": {"requests": 30}}, validity=LENIENT_CLIENT), name="slow.yaml")
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet",
+                     env={"PASSPORT_CACHE": str(cache)})
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    chosen = json.loads((run / "passport.json").read_text())["protocol"]["workers"]
+    assert chosen["ceiling_requests_per_s_per_worker"] == pytest.approx(24.0)
+    assert chosen["wanted"] == 3 and chosen["count"] == min(3, chosen["cores"])
 
 
 def test_a_session_stays_on_the_worker_that_started_it(

@@ -1,0 +1,255 @@
+"""What this client can pace on this machine: the CPU cost of the timed phase's own pipeline,
+measured once per machine and harness and cached, then written into every run folder.
+
+The measurement runs the harness's `Runner` with the run's own raw writers (requests and chunks
+Parquet, written in their thread) and the pacer, on the event loop a run uses, against the
+simulated engine (zero compute, in its own process): two constant-rate open loops, one of
+one-token streams and one of 64-token streams spaced 1 ms apart (each chunk its own read, as a
+real engine sends them). The process's CPU time over each (every thread: loop, pacer, writers)
+over the requests sent gives microseconds per request at two chunk counts; the line through them
+is `cpu_us_per_request` (the fixed part: pacing, the HTTP exchange, the record) plus
+`cpu_us_per_chunk` (each streamed event: read, parse, column). CPU time, not wall time: another
+process on the machine slows the loop but does not add to what the pipeline itself costs, so a
+calibration on a busy machine stays close to one on an idle one (its run-queue wait is kept
+beside it, for the reader).
+
+The ceiling. benchmarks/roofline.py measures the highest rate one worker paces with dispatch lag
+p99 <= 1 ms against a zero-compute server, and the CPU share of one core it used there: past
+about `PACING_CPU_SHARE` the loop's stalls outgrow the pacer's arming horizon and sends go late.
+So the ceiling at a run's mix is `PACING_CPU_SHARE / (cpu_us_per_request + chunks per request x
+cpu_us_per_chunk)` requests/s per worker. `results.client.headroom` (passport.audit) divides it
+by what the run sent; `load.workers: auto` divides what the load will offer by it.
+
+Cached under `$PASSPORT_CACHE/calibration/client-<key>.json`, the key hashing what the cost
+depends on (the harness's source, Python, uvloop, the CPU model and the cores this process may
+use), for `_MAX_AGE_S`; `passport calibrate --fresh` measures again. Limits: measured on this
+host only (a Ray run's remote workers are assumed alike), and a model of CPU cost, not of every
+stall: the roofline benchmark prints the prediction beside its measured ceiling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import hashlib
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from harness import (
+    Endpoint,
+    HarnessError,
+    HttpClient,
+    LoadSpec,
+    PreparedRequest,
+    Runner,
+    Timeouts,
+    build_schedule,
+    run_delay_ns,
+)
+from harness.simulator import spawn
+from passport.audit import CALIBRATION_FILE
+from passport.model import RunSpec
+from passport.run._phase import quiet_interpreter, raw_writers, run_loop
+from passport.run._plan import utc_now
+from passport.run._stages import Say
+from workloads import default_cache_dir
+
+__all__ = ["ClientCalibration", "client_calibration", "PACING_CPU_SHARE", "calibrate_run",
+           "expected_chunks_per_request"]
+
+PACING_CPU_SHARE = 0.3  # of one core: where benchmarks/roofline.py's lag p99 reaches 1 ms (see above)
+CALIBRATION_VERSION = 1
+_MAX_AGE_S = 7 * 86400
+# (output tokens, rate per second, requests): about half a second each, within what the simulator
+# (one Python process) serves without falling behind on a 2-core machine.
+_SHAPES = ((1, 400.0, 240), (64, 80.0, 48))
+_WARMUP_REQUESTS = 16
+# Streamed events per answer beyond its tokens: the role chunk, the usage chunk, [DONE].
+_EXTRA_CHUNKS = 2.0
+
+
+@dataclass(frozen=True)
+class ClientCalibration:
+    """CPU microseconds of this client per request and per streamed chunk, the CPU share at which
+    its pacing holds, and where they came from (`how`: measured now, or read from the cache)."""
+
+    cpu_us_per_request: float
+    cpu_us_per_chunk: float
+    pacing_cpu_share: float
+    measured_utc: str
+    key: str
+    how: str
+    points: list[dict[str, float]]  # each shape as measured: chunks per request, us per request, ...
+    version: int = CALIBRATION_VERSION
+
+    def ceiling_requests_per_s(self, chunks_per_request: float) -> float:
+        """Requests/s one worker paces at a mix of `chunks_per_request` streamed events each."""
+        per_request_s = (self.cpu_us_per_request + max(chunks_per_request, 0.0) * self.cpu_us_per_chunk) / 1e6
+        return self.pacing_cpu_share / per_request_s if per_request_s > 0 else float("inf")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _key() -> str:
+    """What the pipeline's cost depends on, hashed: the harness's source, Python, uvloop, the CPU."""
+    digest = hashlib.sha256()
+    harness_dir = Path(__file__).resolve().parents[2] / "harness"
+    for path in sorted(harness_dir.rglob("*.py")):
+        digest.update(path.relative_to(harness_dir).as_posix().encode())
+        digest.update(path.read_bytes())
+    try:
+        loop = f"uvloop {metadata.version('uvloop')}"
+    except metadata.PackageNotFoundError:
+        loop = "asyncio"
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    digest.update(f"{CALIBRATION_VERSION}|{sys.version}|{loop}|{platform.machine()}|{_cpu_model()}|{cpus}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _cpu_s() -> float:
+    return time.process_time()  # every thread of this process
+
+
+async def _shape(url: str, tokens: int, rate: float, requests: int, folder: Path) -> dict[str, float]:
+    """One constant-rate open loop of `tokens`-token streams: CPU us per request sent, chunks per
+    request (as recorded), the rate achieved and the loop thread's run-queue wait."""
+    load = LoadSpec.model_validate({"pattern": "constant", "rate_per_s": rate,
+                                    "warmup": {"requests": _WARMUP_REQUESTS}, "measure": {"requests": requests}})
+    schedule = build_schedule(load)
+    client = HttpClient(Endpoint.parse(url), Timeouts(), max_idle=32)
+    body = (b'{"model":"sim-model","prompt":"calibration","max_tokens":%d,"stream":true,"ignore_eos":true,'
+            b'"stream_options":{"include_usage":true}}' % tokens)
+    prepared = PreparedRequest(client.request_bytes("/completions", body), "calibration", tokens, True, 1, None,
+                               tokens)
+    folder.mkdir()
+    requests_w, chunks_w, telemetry_w = raw_writers(folder, lambda name, error: None)
+    telemetry_w.close()
+    runner = Runner(client, "completions", load, schedule, [prepared] * schedule.pool_size, requests_w, chunks_w,
+                    time.perf_counter_ns(), asyncio.Event())
+    await client.start()
+    await client.preconnect(8)
+    wait0, cpu0, wall0 = run_delay_ns(), _cpu_s(), time.perf_counter_ns()
+    try:
+        await runner.run()
+        for writer in (requests_w, chunks_w):  # what the writer thread converted during the run counts
+            writer.sync()
+        cpu_s, wall_s, wait1 = _cpu_s() - cpu0, (time.perf_counter_ns() - wall0) / 1e9, run_delay_ns()
+    finally:
+        await client.aclose()
+        requests_w.close()
+        chunks_w.close()
+    table = pq.read_table(folder / "requests.parquet", columns=["outcome", "n_chunks", "sent_ns"])
+    outcomes = set(table.column("outcome").to_pylist())
+    if not outcomes <= {"ok", "truncated"}:
+        raise RuntimeError(f"the calibration's requests to the simulated engine failed ({sorted(outcomes)})")
+    sent = table.column("sent_ns").to_numpy()
+    n = table.num_rows
+    return {"output_tokens": float(tokens), "rate_per_s": rate, "requests": float(n),
+            "chunks_per_request": float(np.mean(table.column("n_chunks").to_numpy())),
+            "cpu_us_per_request": cpu_s / n * 1e6, "cpu_share": cpu_s / wall_s,
+            "achieved_per_s": (n - 1) / ((sent.max() - sent.min()) / 1e9) if n > 1 else 0.0,
+            "run_wait_share": (wait1 - wait0) / 1e9 / wall_s if wait0 is not None and wait1 is not None else -1.0}
+
+
+def _measure(key: str) -> ClientCalibration:
+    server, url = spawn("--ttft-ms", "0", "--itl-ms", "1")
+    try:
+        with tempfile.TemporaryDirectory(prefix="passport-calibration-") as tmp:
+            async def both() -> list[dict[str, float]]:
+                return [await _shape(url, tokens, rate, n, Path(tmp) / f"s{tokens}") for tokens, rate, n in _SHAPES]
+
+            with quiet_interpreter():
+                points = run_loop(both())
+    finally:
+        server.terminate()
+        server.wait(5)
+    (m1, c1), (m2, c2) = ((p["chunks_per_request"], p["cpu_us_per_request"]) for p in points)
+    per_chunk = max(0.0, (c2 - c1) / (m2 - m1)) if m2 > m1 else 0.0
+    per_request = max(0.0, c1 - per_chunk * m1)
+    return ClientCalibration(per_request, per_chunk, PACING_CPU_SHARE, utc_now(), key, "measured", points)
+
+
+def _cached(path: Path, key: str) -> ClientCalibration | None:
+    """The cached calibration at `path` when it is this key's, this version's and fresh enough."""
+    try:
+        data = json.loads(path.read_text())
+        calibration = ClientCalibration(**{**data, "how": "cached"})
+    except (OSError, ValueError, TypeError):
+        return None  # none yet, or a file this version cannot read: measured again
+    try:
+        age_s = time.time() - dt.datetime.fromisoformat(calibration.measured_utc.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    if calibration.key != key or calibration.version != CALIBRATION_VERSION or not 0 <= age_s < _MAX_AGE_S:
+        return None
+    return calibration
+
+
+def client_calibration(fresh: bool = False) -> ClientCalibration:
+    """This machine's calibration: the cached one where valid (see the module docstring), else
+    measured now (a few seconds) and cached."""
+    key = _key()
+    path = default_cache_dir() / "calibration" / f"client-{key}.json"
+    if not fresh and (cached := _cached(path, key)) is not None:
+        return cached
+    calibration = _measure(key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.partial")  # two runs calibrating at once: the last wins
+    partial.write_text(json.dumps(calibration.to_json(), indent=1) + "\n")
+    os.replace(partial, path)
+    return calibration
+
+
+def calibrate_run(folder: Path, spec: RunSpec, say: Say) -> ClientCalibration | None:
+    """This machine's calibration, said and written into the run folder as calibration.json
+    before the timed phase: what results.client.headroom is computed from (listed with the raw
+    files, so verify recomputes it). None, said, when it could not be measured: the run goes on
+    without a headroom."""
+    from harness import write_new  # never through a symlink planted in the folder
+
+    try:
+        calibration = client_calibration()
+    except (OSError, RuntimeError, HarnessError) as exc:
+        say(f"client calibration failed ({type(exc).__name__}: {exc}); this run states no headroom "
+            "(`passport calibrate` shows why)")
+        return None
+    write_new(folder / CALIBRATION_FILE, (json.dumps(calibration.to_json(), indent=1, sort_keys=True) + "\n").encode())
+    say(calibration_line(calibration, spec))
+    return calibration
+
+
+def expected_chunks_per_request(spec: RunSpec) -> float:
+    """Streamed events a request of `spec` reads, expected before the run: its output tokens' mean
+    (one event each, as most engines stream them) plus the role, usage and [DONE] events."""
+    return float(spec.workload.output_tokens.sample(np.random.default_rng(0), 4096).mean()) + _EXTRA_CHUNKS
+
+
+def calibration_line(calibration: ClientCalibration, spec: RunSpec) -> str:
+    """What the run says before timing: the client's cost here and the ceiling at this mix."""
+    mix = expected_chunks_per_request(spec)
+    when = "measured now" if calibration.how == "measured" else f"cached, measured {calibration.measured_utc}"
+    return (f"client: {calibration.cpu_us_per_request:.0f} us CPU per request + {calibration.cpu_us_per_chunk:.1f} "
+            f"us per chunk ({when}); one worker paces ~{calibration.ceiling_requests_per_s(mix):,.0f} requests/s "
+            f"at {mix:g} chunks each")

@@ -1,0 +1,65 @@
+"""The client calibration, measured for real against the simulated engine, and the headroom every
+run states from it: recomputed here from requests.parquet by hand (pandas), verified, and caught
+when calibration.json is edited afterwards."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+
+from passport.run._calibration import _key, _measure
+from tests.conftest import SimFactory, only_run_dir, run_cli
+from tests.integration.test_faults import _spec
+
+pytestmark = pytest.mark.slow  # a real calibration (seconds) and whole runs
+
+
+def test_a_measured_calibration_prices_a_chunk_and_a_request() -> None:
+    calibration = _measure(_key())
+    one, many = calibration.points
+    assert one["chunks_per_request"] < many["chunks_per_request"]
+    # a 64-token answer costs more CPU than a 1-token one, the line through both is positive
+    assert many["cpu_us_per_request"] > one["cpu_us_per_request"] > 0
+    assert calibration.cpu_us_per_chunk > 0 and calibration.cpu_us_per_request > 0
+    for point in calibration.points:  # the simulator kept up: the rates asked for were sent
+        assert point["achieved_per_s"] == pytest.approx(point["rate_per_s"], rel=0.1)
+
+
+def _headroom_by_hand(run: Path) -> dict[str, Any]:
+    r = pq.read_table(run / "requests.parquet").to_pandas()
+    cal = json.loads((run / "calibration.json").read_text())
+    sent = r[r.sent_ns.notna()]
+    span_s = (sent[["sent_ns", "end_ns"]].max(axis=1).max() - sent.sent_ns.min()) / 1e9
+    per_request = sent.n_chunks.sum() / len(sent)
+    ceiling = cal["pacing_cpu_share"] / ((cal["cpu_us_per_request"] + per_request * cal["cpu_us_per_chunk"]) / 1e6)
+    return {"requests_per_s": len(sent) / span_s, "ceiling": ceiling, "factor": ceiling / (len(sent) / span_s)}
+
+
+def test_every_run_states_its_headroom_and_verify_recomputes_it(
+    simulator: SimFactory, write_spec: Any, tmp_path: Path
+) -> None:
+    url = simulator("--ttft-ms", "5", "--itl-ms", "1")
+    spec = write_spec(_spec(url, {"pattern": "constant", "rate_per_s": 50, "measure": {"requests": 40}}))
+    result = run_cli("run", str(spec), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "us CPU per request" in result.stdout + result.stderr  # said before timing
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    assert "calibration.json" in passport["files"]
+    headroom = passport["results"]["client"]["headroom"]
+    by_hand = _headroom_by_hand(run)
+    assert headroom["requests_per_s"] == pytest.approx(by_hand["requests_per_s"], rel=1e-9)
+    assert headroom["ceiling_requests_per_s"] == pytest.approx(by_hand["ceiling"], rel=1e-9)
+    assert headroom["factor"] == pytest.approx(by_hand["factor"], rel=1e-9)
+    assert headroom["requests_per_s"] == pytest.approx(50, rel=0.2)  # what was asked, near enough
+    assert "Client headroom:" in (run / "report.md").read_text()
+    assert run_cli("verify", str(run)).returncode == 0
+
+    cal = json.loads((run / "calibration.json").read_text())
+    (run / "calibration.json").write_text(json.dumps({**cal, "cpu_us_per_request": 1.0}))
+    tampered = run_cli("verify", str(run))
+    assert tampered.returncode != 0 and "calibration.json" in tampered.stdout + tampered.stderr

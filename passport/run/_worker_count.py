@@ -55,7 +55,8 @@ def resolve_workers(spec: RunSpec, calibration: ClientCalibration | None, say: S
     say(f"load.workers auto: {count} (offered ~{offered:,.0f} requests/s from {basis}; one worker paces "
         f"~{ceiling:,.0f}/s at {chunks_per_request:g} chunks each here, so {wanted} wanted; {cores} core(s) for "
         "workers)")
-    return {"count": count, "wanted": wanted, "how": "calibrated", "offered_requests_per_s": offered, "offered_basis": basis,
+    return {"count": count, "wanted": wanted, "how": "calibrated", "offered_requests_per_s": offered,
+            "offered_basis": basis,
             "chunks_per_request": chunks_per_request, "ceiling_requests_per_s_per_worker": ceiling, "cores": cores,
             "cpu_us_per_request": calibration.cpu_us_per_request, "cpu_us_per_chunk": calibration.cpu_us_per_chunk,
             "pacing_cpu_share": calibration.pacing_cpu_share}

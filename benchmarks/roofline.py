@@ -15,7 +15,9 @@ one-character events. For each shape:
   per request and the lag p99 at each rate. passport always streams, so (a) is not its shape.
 
 The server is not the bottleneck when the bare client drives it at least twice as fast as passport
-paces (printed). Then long bodies both ways: a 100k-token prompt up and a 32k-token answer down,
+paces (printed). Each rung also prints the headroom its own passport states (results.client.headroom,
+from the client calibration): the calibration is right when it falls through 1 near the measured
+ceiling, and its predicted CPU share sits near the measured one. Then long bodies both ways: a 100k-token prompt up and a 32k-token answer down,
 each against its short twin: passport's TTFT must not grow with the read buffer.
 
     .venv/bin/python benchmarks/roofline.py [--seconds 2] [--rates 500,1000,2000,3000,4000]
@@ -191,8 +193,11 @@ def passport_at(port: int, shape: str, rate: float, seconds: float, work: Path) 
     achieved = (len(r) - 1) / span_s if span_s > 0 else 0.0
     client = got["passport"]["results"]["client"]
     ok = float(r.outcome.isin(SUCCESS_OUTCOMES).mean())  # "truncated": the answer filled max_tokens
+    headroom = client.get("headroom") or {}
     return {"rate": rate, "achieved": achieved, "lag_p99_ms": float(lag_ms.quantile(0.99)),
-            "cpu_us": client["cpu_share_mean"] / max(achieved, 1e-9) * 1e6, "ok": ok}
+            "cpu_us": client["cpu_share_mean"] / max(achieved, 1e-9) * 1e6, "ok": ok,
+            "cpu_share": client["cpu_share_mean"], "headroom": headroom.get("factor", float("nan")),
+            "predicted_share": headroom.get("predicted_cpu_share", float("nan"))}
 
 
 def roofline(port: int, shape: str, rates: list[float], seconds: float,
@@ -256,7 +261,8 @@ def main() -> None:
             for step in ladder:
                 print(f"       passport at {step['rate']:6,.0f}/s: achieved {step['achieved']:7,.0f}/s, dispatch lag "
                       f"p99 {step['lag_p99_ms']:6.3f} ms, {step['cpu_us']:6.1f} us CPU per request, "
-                      f"ok {step['ok']:.0%}")
+                      f"CPU share {step['cpu_share']:.2f} (calibration predicts {step['predicted_share']:.2f}), "
+                      f"passport's headroom {step['headroom']:.2f}, ok {step['ok']:.0%}")
         short_up, long_up = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s1", 100_000, work)
         short_down, long_down = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s32768", 8, work)
         print(f"long bodies (passport, 4 requests/s, TTFT p50): 100k-token prompt {long_up:.2f} ms vs 8 tokens "

@@ -45,7 +45,7 @@ from passport.audit._files import (
     sha256_bytes,
     sha256_file,
 )
-from passport.audit._headroom import CALIBRATION_FILE
+from passport.audit._headroom import CALIBRATION_FILE, ceiling_requests_per_s
 from passport.audit._metrics import (
     METRICS,
     PERCENTILES,
@@ -106,6 +106,7 @@ __all__ = [
     "canary_figures",
     "DECLARED_FILE",
     "CALIBRATION_FILE",
+    "ceiling_requests_per_s",
     "METRICS",
     "PERCENTILES",
     "RAW_FILES",

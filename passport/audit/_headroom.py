@@ -3,12 +3,13 @@
 The run folder's `calibration.json` (written before the timed phase by passport.run._calibration)
 holds this client's measured CPU cost on this machine, `cpu_us_per_request` plus
 `cpu_us_per_chunk` per streamed event, and the CPU share of one core at which its pacing still
-holds (`pacing_cpu_share`). From requests.parquet, every attempt sent (warm-up and retries
+holds (`pacing_cpu_share`), less what it costs per second whatever the rate (`fixed_cpu_share`).
+From requests.parquet, every attempt sent (warm-up and retries
 included: the client sent them all), over the timed phase (first send to last end):
 
 - `requests_per_s` and `chunks_per_s` (the `n_chunks` of every attempt) the run sent and read;
-- `ceiling_requests_per_s`: workers x pacing_cpu_share / (cpu_us_per_request + chunks per
-  request x cpu_us_per_chunk), at this run's own mix of chunks per request;
+- `ceiling_requests_per_s`: workers x (pacing_cpu_share - fixed_cpu_share) / (cpu_us_per_request
+  + chunks per request x cpu_us_per_chunk), at this run's own mix of chunks per request;
 - `factor`: ceiling / requests_per_s. Above 1 the client had room (2: it ran at half what it
   paces); at or below 1 the run asked more than the client paces within 1 ms of dispatch lag,
   and its open-loop arrivals were likely late (dispatch_lag says by how much);
@@ -22,6 +23,7 @@ request sent. Pure numpy; an auditor recomputes it from the two files.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +33,7 @@ import pyarrow as pa
 from passport.audit._metrics import numeric_column
 from passport.audit._types import HeadroomFigures
 
-__all__ = ["CALIBRATION_FILE", "headroom_figures", "read_calibration"]
+__all__ = ["CALIBRATION_FILE", "headroom_figures", "read_calibration", "ceiling_requests_per_s"]
 
 CALIBRATION_FILE = "calibration.json"
 
@@ -67,14 +69,23 @@ def headroom_figures(requests: pa.Table, calibration: dict[str, Any] | None) -> 
         workers = max(1, len({int(w) for w in sender[np.isfinite(sender)]}))
     per_request_us = float(calibration["cpu_us_per_request"])
     per_chunk_us = float(calibration["cpu_us_per_chunk"])
-    share = float(calibration["pacing_cpu_share"])
+    fixed = float(calibration.get("fixed_cpu_share") or 0.0)
     chunks_per_request = chunks / attempts
-    cost_s = (per_request_us + chunks_per_request * per_chunk_us) / 1e6
-    ceiling = workers * share / cost_s if cost_s > 0 else float("inf")
+    ceiling = workers * ceiling_requests_per_s(calibration, chunks_per_request)
     rate = attempts / span_s
+    per_worker_s = (rate * per_request_us + chunks / span_s * per_chunk_us) / 1e6 / workers
     return {"factor": ceiling / rate, "requests_per_s": rate, "chunks_per_s": chunks / span_s,
             "chunks_per_request": chunks_per_request, "workers": workers, "ceiling_requests_per_s": ceiling,
-            "predicted_cpu_share": rate * cost_s / workers,
+            "predicted_cpu_share": fixed + per_worker_s,
             "calibration": {"cpu_us_per_request": per_request_us, "cpu_us_per_chunk": per_chunk_us,
-                            "pacing_cpu_share": share, "measured_utc": str(calibration.get("measured_utc")),
-                            "how": str(calibration.get("how"))}}
+                            "fixed_cpu_share": fixed, "pacing_cpu_share": float(calibration["pacing_cpu_share"]),
+                            "measured_utc": str(calibration.get("measured_utc")), "how": str(calibration.get("how"))}}
+
+
+def ceiling_requests_per_s(calibration: Mapping[str, Any], chunks_per_request: float) -> float:
+    """Requests/s one worker paces at `chunks_per_request` streamed events each: what is left of
+    `pacing_cpu_share` after the fixed share, over the CPU of one request and its chunks."""
+    cost_s = (float(calibration["cpu_us_per_request"])
+              + max(chunks_per_request, 0.0) * float(calibration["cpu_us_per_chunk"])) / 1e6
+    left = float(calibration["pacing_cpu_share"]) - float(calibration.get("fixed_cpu_share") or 0.0)
+    return max(left, 0.0) / cost_s if cost_s > 0 else float("inf")

@@ -84,6 +84,7 @@ class HeadroomCalibration(TypedDict):
 
     cpu_us_per_request: float
     cpu_us_per_chunk: float
+    fixed_cpu_share: float
     pacing_cpu_share: float
     measured_utc: str
     how: str

@@ -3,21 +3,22 @@ measured once per machine and harness and cached, then written into every run fo
 
 The measurement runs the harness's `Runner` with the run's own raw writers (requests and chunks
 Parquet, written in their thread) and the pacer, on the event loop a run uses, against the
-simulated engine (zero compute, in its own process): two constant-rate open loops, one of
-one-token streams and one of 64-token streams spaced 1 ms apart (each chunk its own read, as a
-real engine sends them). The process's CPU time over each (every thread: loop, pacer, writers)
-over the requests sent gives microseconds per request at two chunk counts; the line through them
-is `cpu_us_per_request` (the fixed part: pacing, the HTTP exchange, the record) plus
-`cpu_us_per_chunk` (each streamed event: read, parse, column). CPU time, not wall time: another
-process on the machine slows the loop but does not add to what the pipeline itself costs, so a
-calibration on a busy machine stays close to one on an idle one (its run-queue wait is kept
-beside it, for the reader).
+simulated engine (zero compute, in its own process): constant-rate open loops of one-token
+streams at two rates and of 32-token streams spaced 1 ms apart (each chunk its own read, as a
+real engine sends them) at the first rate. Each gives the process's CPU share over the loop (CPU
+time of every thread, loop, pacer and writers, over wall time) at known requests/s and chunks/s;
+`fit_cost` solves share = `fixed_cpu_share` + requests/s x `cpu_us_per_request` + chunks/s x
+`cpu_us_per_chunk`. The fixed share is not an idle cost: the cost per request falls as the rate
+rises (more work per wake-up of the loop), and a line with an intercept follows that near the
+ceiling where a line through zero would not. CPU time, not wall time: another process on the
+machine slows the loop but adds little to what the pipeline itself costs, so a calibration on a
+busy machine stays near one on an idle one (each point keeps its run-queue wait, for the reader).
 
 The ceiling. benchmarks/roofline.py measures the highest rate one worker paces with dispatch lag
 p99 <= 1 ms against a zero-compute server, and the CPU share of one core it used there: past
 about `PACING_CPU_SHARE` the loop's stalls outgrow the pacer's arming horizon and sends go late.
-So the ceiling at a run's mix is `PACING_CPU_SHARE / (cpu_us_per_request + chunks per request x
-cpu_us_per_chunk)` requests/s per worker. `results.client.headroom` (passport.audit) divides it
+So the ceiling at a run's mix is `(PACING_CPU_SHARE - fixed_cpu_share) / (cpu_us_per_request +
+chunks per request x cpu_us_per_chunk)` requests/s per worker. `results.client.headroom` (passport.audit) divides it
 by what the run sent; `load.workers: auto` divides what the load will offer by it.
 
 Cached under `$PASSPORT_CACHE/calibration/client-<key>.json`, the key hashing what the cost
@@ -58,22 +59,29 @@ from harness import (
     run_delay_ns,
 )
 from harness.simulator import spawn
-from passport.audit import CALIBRATION_FILE
+from passport.audit import CALIBRATION_FILE, ceiling_requests_per_s
 from passport.model import RunSpec
 from passport.run._phase import quiet_interpreter, raw_writers, run_loop
 from passport.run._plan import utc_now
 from passport.run._stages import Say
 from workloads import default_cache_dir
 
-__all__ = ["ClientCalibration", "client_calibration", "PACING_CPU_SHARE", "calibrate_run",
+__all__ = ["ClientCalibration", "client_calibration", "PACING_CPU_SHARE", "calibrate_run", "fit_cost",
            "expected_chunks_per_request"]
 
-PACING_CPU_SHARE = 0.3  # of one core: where benchmarks/roofline.py's lag p99 reaches 1 ms (see above)
-CALIBRATION_VERSION = 1
+# Of one core: where benchmarks/roofline.py's dispatch lag p99 reached 1 ms (one-token streams,
+# the CPU share measured at its ceiling: 0.34 at 500/s on 2026-12-04's machine, 0.31 at 1,000/s on
+# an earlier one).
+PACING_CPU_SHARE = 0.35
+CALIBRATION_VERSION = 2
 _MAX_AGE_S = 7 * 86400
-# (output tokens, rate per second, requests): about half a second each, within what the simulator
-# (one Python process) serves without falling behind on a 2-core machine.
-_SHAPES = ((1, 400.0, 240), (64, 80.0, 48))
+# (output tokens, rate per second, requests), about a second each, within what the simulator (one
+# Python process) serves without falling behind on a 2-core machine: two rates of one-token
+# streams (the per-request cost, and what is left at no rate) and 32-token streams at the first
+# rate (the per-chunk cost, from the difference at the same request rate). A short first pass,
+# not counted, pays what the process's first timed phase costs once (imports, first writes).
+_SHAPES = ((1, 200.0, 200), (1, 600.0, 600), (32, 200.0, 200))
+_FIRST = (1, 200.0, 60)
 _WARMUP_REQUESTS = 16
 # Streamed events per answer beyond its tokens: the role chunk, the usage chunk, [DONE].
 _EXTRA_CHUNKS = 2.0
@@ -91,12 +99,12 @@ class ClientCalibration:
     key: str
     how: str
     points: list[dict[str, float]]  # each shape as measured: chunks per request, us per request, ...
+    fixed_cpu_share: float = 0.0  # what the pipeline costs per second whatever the rate
     version: int = CALIBRATION_VERSION
 
     def ceiling_requests_per_s(self, chunks_per_request: float) -> float:
         """Requests/s one worker paces at a mix of `chunks_per_request` streamed events each."""
-        per_request_s = (self.cpu_us_per_request + max(chunks_per_request, 0.0) * self.cpu_us_per_chunk) / 1e6
-        return self.pacing_cpu_share / per_request_s if per_request_s > 0 else float("inf")
+        return ceiling_requests_per_s(self.to_json(), chunks_per_request)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,8 +174,9 @@ async def _shape(url: str, tokens: int, rate: float, requests: int, folder: Path
         raise RuntimeError(f"the calibration's requests to the simulated engine failed ({sorted(outcomes)})")
     sent = table.column("sent_ns").to_numpy()
     n = table.num_rows
+    chunks = float(np.sum(table.column("n_chunks").to_numpy()))
     return {"output_tokens": float(tokens), "rate_per_s": rate, "requests": float(n),
-            "chunks_per_request": float(np.mean(table.column("n_chunks").to_numpy())),
+            "chunks_per_request": chunks / n, "requests_per_s": n / wall_s, "chunks_per_s": chunks / wall_s,
             "cpu_us_per_request": cpu_s / n * 1e6, "cpu_share": cpu_s / wall_s,
             "achieved_per_s": (n - 1) / ((sent.max() - sent.min()) / 1e9) if n > 1 else 0.0,
             "run_wait_share": (wait1 - wait0) / 1e9 / wall_s if wait0 is not None and wait1 is not None else -1.0}
@@ -177,18 +186,35 @@ def _measure(key: str) -> ClientCalibration:
     server, url = spawn("--ttft-ms", "0", "--itl-ms", "1")
     try:
         with tempfile.TemporaryDirectory(prefix="passport-calibration-") as tmp:
-            async def both() -> list[dict[str, float]]:
-                return [await _shape(url, tokens, rate, n, Path(tmp) / f"s{tokens}") for tokens, rate, n in _SHAPES]
+            async def each() -> list[dict[str, float]]:
+                shapes = [await _shape(url, tokens, rate, n, Path(tmp) / f"shape{k}")
+                          for k, (tokens, rate, n) in enumerate((_FIRST, *_SHAPES))]
+                return shapes[1:]
 
             with quiet_interpreter():
-                points = run_loop(both())
+                points = run_loop(each())
     finally:
         server.terminate()
         server.wait(5)
-    (m1, c1), (m2, c2) = ((p["chunks_per_request"], p["cpu_us_per_request"]) for p in points)
-    per_chunk = max(0.0, (c2 - c1) / (m2 - m1)) if m2 > m1 else 0.0
-    per_request = max(0.0, c1 - per_chunk * m1)
-    return ClientCalibration(per_request, per_chunk, PACING_CPU_SHARE, utc_now(), key, "measured", points)
+    fixed, per_request, per_chunk = fit_cost(points)
+    return ClientCalibration(per_request * 1e6, per_chunk * 1e6, PACING_CPU_SHARE, utc_now(), key, "measured",
+                             points, fixed)
+
+
+def fit_cost(points: list[dict[str, float]]) -> tuple[float, float, float]:
+    """(fixed CPU share, CPU s per request, CPU s per chunk) through the measured points: each
+    point's CPU share = fixed + requests/s x per request + chunks/s x per chunk. Solved exactly
+    (three points); a negative term (noise) is fixed at zero and the rest fitted by least squares."""
+    shares = np.array([p["cpu_share"] for p in points])
+    rows = np.array([[1.0, p["requests_per_s"], p["chunks_per_s"]] for p in points])
+    terms = np.linalg.lstsq(rows, shares, rcond=None)[0]
+    for dropped in (0, 2, 1):
+        if (terms >= 0).all():
+            break
+        kept = [i for i in range(3) if i != dropped]
+        terms = np.zeros(3)
+        terms[kept] = np.clip(np.linalg.lstsq(rows[:, kept], shares, rcond=None)[0], 0.0, None)
+    return float(terms[0]), float(terms[1]), float(terms[2])
 
 
 def _cached(path: Path, key: str) -> ClientCalibration | None:

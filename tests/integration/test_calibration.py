@@ -20,11 +20,17 @@ pytestmark = pytest.mark.slow  # a real calibration (seconds) and whole runs
 
 def test_a_measured_calibration_prices_a_chunk_and_a_request() -> None:
     calibration = _measure(_key())
-    one, many = calibration.points
-    assert one["chunks_per_request"] < many["chunks_per_request"]
-    # a 64-token answer costs more CPU than a 1-token one, the line through both is positive
-    assert many["cpu_us_per_request"] > one["cpu_us_per_request"] > 0
+    slow, fast, long = calibration.points
+    assert slow["chunks_per_request"] == fast["chunks_per_request"] < long["chunks_per_request"]
+    # at the same request rate, 32-token answers cost more CPU than 1-token ones; three times the
+    # rate costs more CPU than one: both terms of the fit are priced above zero
+    assert long["cpu_share"] > slow["cpu_share"] and fast["cpu_share"] > slow["cpu_share"]
     assert calibration.cpu_us_per_chunk > 0 and calibration.cpu_us_per_request > 0
+    # the fitted line passes through what was measured (three points, three terms)
+    for p in calibration.points:
+        predicted = (calibration.fixed_cpu_share + p["requests_per_s"] * calibration.cpu_us_per_request / 1e6
+                     + p["chunks_per_s"] * calibration.cpu_us_per_chunk / 1e6)
+        assert predicted == pytest.approx(p["cpu_share"], abs=0.05)
     for point in calibration.points:  # the simulator kept up: the rates asked for were sent
         assert point["achieved_per_s"] == pytest.approx(point["rate_per_s"], rel=0.1)
 
@@ -35,7 +41,8 @@ def _headroom_by_hand(run: Path) -> dict[str, Any]:
     sent = r[r.sent_ns.notna()]
     span_s = (sent[["sent_ns", "end_ns"]].max(axis=1).max() - sent.sent_ns.min()) / 1e9
     per_request = sent.n_chunks.sum() / len(sent)
-    ceiling = cal["pacing_cpu_share"] / ((cal["cpu_us_per_request"] + per_request * cal["cpu_us_per_chunk"]) / 1e6)
+    ceiling = ((cal["pacing_cpu_share"] - cal["fixed_cpu_share"])
+               / ((cal["cpu_us_per_request"] + per_request * cal["cpu_us_per_chunk"]) / 1e6))
     return {"requests_per_s": len(sent) / span_s, "ceiling": ceiling, "factor": ceiling / (len(sent) / span_s)}
 
 

@@ -10,9 +10,9 @@ import pyarrow as pa
 import pytest
 
 from passport.audit import CALIBRATION_FILE
-from passport.audit._headroom import headroom_figures, read_calibration
+from passport.audit._headroom import ceiling_requests_per_s, headroom_figures, read_calibration
 from passport.run import _calibration
-from passport.run._calibration import ClientCalibration, client_calibration
+from passport.run._calibration import ClientCalibration, client_calibration, fit_cost
 from passport.run._plan import utc_now
 
 CAL = {"cpu_us_per_request": 200.0, "cpu_us_per_chunk": 10.0, "pacing_cpu_share": 0.3,
@@ -100,3 +100,30 @@ def test_the_cache_is_read_when_valid_and_measured_again_when_not(tmp_path: Path
 
     assert client_calibration(fresh=True).how == "measured" and len(calls) == 5
     assert not list((tmp_path / "calibration").glob("*.partial"))
+
+
+def _point(rate: float, chunks_per_s: float, share: float) -> dict[str, float]:
+    return {"requests_per_s": rate, "chunks_per_s": chunks_per_s, "cpu_share": share}
+
+
+def test_the_fit_recovers_the_terms_the_points_were_made_from() -> None:
+    # share = 0.1 + rate x 400 us + chunks/s x 20 us, at the calibration's three shapes
+    made = [_point(r, c, 0.1 + r * 400e-6 + c * 20e-6) for r, c in ((200, 400), (600, 1200), (200, 6600))]
+    assert fit_cost(made) == pytest.approx((0.1, 400e-6, 20e-6))
+
+
+def test_a_negative_term_from_noise_is_held_at_zero_and_the_rest_refitted() -> None:
+    # points that lie on a line with a negative intercept (-0.05): the intercept is dropped and the
+    # per-request and per-chunk costs fitted through zero, never a negative cost
+    made = [_point(r, c, -0.05 + r * 400e-6 + c * 20e-6) for r, c in ((200, 400), (600, 1200), (200, 6600))]
+    fixed, per_request, per_chunk = fit_cost(made)
+    assert fixed == 0.0 and per_request > 0 and per_chunk > 0
+    for p in made:  # still near what was measured
+        assert p["requests_per_s"] * per_request + p["chunks_per_s"] * per_chunk == pytest.approx(p["cpu_share"],
+                                                                                                  abs=0.05)
+
+
+def test_the_fixed_share_is_taken_off_the_budget_before_the_ceiling() -> None:
+    calibration = {**CAL, "fixed_cpu_share": 0.1}  # 0.3 - 0.1 = 0.2 left, over 250 us at 5 chunks each
+    assert ceiling_requests_per_s(calibration, 5) == pytest.approx(800.0)
+    assert ceiling_requests_per_s({**CAL, "fixed_cpu_share": 0.4}, 5) == 0.0  # nothing left

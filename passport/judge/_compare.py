@@ -51,7 +51,8 @@ from passport.model import Passport, read_passport
 
 __all__ = ["INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs", "invariant_values",
            "invariant_text", "field_values", "render_comparison", "format_value", "format_p", "format_interval",
-           "method_line", "MIN_EFFECT"]
+           "method_line", "MIN_EFFECT", "StatPair", "run_samples", "quantile_pair", "rate_pair", "stat_name",
+           "LATENCIES", "THROUGHPUTS", "RunSamples", "invariant_broken"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window", "cache", "validity")
 # The largest difference in the share of prompt tokens served from the prefix cache that still
@@ -139,7 +140,7 @@ def invariant_values(p: Passport) -> dict[str, Any]:
     }
 
 
-def _broken(name: str, values: list[Any]) -> bool:
+def invariant_broken(name: str, values: list[Any]) -> bool:
     """Whether invariant `name` breaks across the runs (each against the first)."""
     if name == "validity":
         return any(v != "VALID" for v in values)
@@ -191,7 +192,7 @@ def differing_fields(passports: list[Passport]) -> dict[str, list[Any]]:
 
 
 @dataclass(frozen=True)
-class _Samples:
+class RunSamples:
     """A run's successful measured requests in send order: one value per request per metric,
     `itl.chunk` gaps grouped by request, and throughput per time slice or per repetition."""
 
@@ -201,7 +202,8 @@ class _Samples:
     by_repetition: bool
 
 
-def _samples(run: Path, passport: Passport) -> _Samples:
+def run_samples(run: Path, passport: Passport) -> RunSamples:
+    """What the statistics of a run read (see `RunSamples`), from its folder and passport."""
     data = read_run(run)
     samples = per_request_samples(data, LATENCIES)
     values = {m: np.concatenate(v) if v else np.zeros(0) for m, v in samples.items() if m != "itl.chunk"}
@@ -209,21 +211,32 @@ def _samples(run: Path, passport: Passport) -> _Samples:
     metrics = passport.results["metrics"]
     reps = {m: metrics[m] for m in THROUGHPUTS if m in metrics}
     if all(s["n"] >= 2 for s in reps.values()) and reps:
-        return _Samples(values, gaps, {}, True)
+        return RunSamples(values, gaps, {}, True)
     meets = None
     if data.declared.slo:
         meets = requests_meeting(data.declared.slo, data.latencies, data.success, data.gaps_by_request,
                                  data.request_ids) & data.measured
     enough = data.ok_measured.sum() >= _SLICES
     rates = slice_rates(data.requests, data.measured, data.ok_measured, meets, _SLICES) if enough else {}
-    return _Samples(values, gaps, rates, False)
+    return RunSamples(values, gaps, rates, False)
 
 
 _SLICES = 10
 
 
-def _latency(metric: str, base: _Samples, other: _Samples) -> list[tuple[MetricComparison, Test | None]]:
-    """p50 and p99 of one latency metric: each tested where both runs have enough samples."""
+@dataclass(frozen=True)
+class StatPair:
+    """One statistic of two runs: each value, and each run's estimate with its error where the
+    statistic can be tested (`untestable`: why not, in words, when it cannot)."""
+
+    base: float | None
+    other: float | None
+    estimates: tuple[Estimate, Estimate] | None
+    untestable: str | None = None
+
+
+def quantile_pair(metric: str, q: float, base: RunSamples, other: RunSamples) -> StatPair:
+    """Quantile `q` of a latency metric in both runs, estimated where both have enough samples."""
     if metric == "itl.chunk":
         b_all, o_all = np.concatenate(base.gaps or [np.zeros(0)]), np.concatenate(other.gaps or [np.zeros(0)])
         have_requests = min(len(base.gaps), len(other.gaps))
@@ -231,24 +244,52 @@ def _latency(metric: str, base: _Samples, other: _Samples) -> list[tuple[MetricC
         b_all, o_all = base.values[metric], other.values[metric]
         have_requests = min(len(b_all), len(o_all))
     have = min(len(b_all), len(o_all))
-    rows: list[tuple[MetricComparison, Test | None]] = []
-    for stat, q in _QUANTILES:
-        b_val = float(np.quantile(b_all, q)) if len(b_all) else None
-        o_val = float(np.quantile(o_all, q)) if len(o_all) else None
-        if b_val is None or o_val is None or have < min_samples(q):
-            verdict = f"too few samples for {stat} (need {min_samples(q)}, have {have})"
-        elif have_requests < 2 * MIN_PER_BLOCK:
-            verdict = f"too few requests for time blocks (need {2 * MIN_PER_BLOCK}, have {have_requests})"
-        else:
-            if metric == "itl.chunk":
-                b_est, o_est = pooled_quantile_estimate(base.gaps, q), pooled_quantile_estimate(other.gaps, q)
-            else:
-                b_est, o_est = quantile_estimate(b_all, q), quantile_estimate(o_all, q)
-            assert b_est is not None and o_est is not None
-            rows.append(_tested(metric, stat, b_est, o_est))
-            continue
-        rows.append((MetricComparison(metric, stat, b_val, o_val, None, verdict), None))
-    return rows
+    b_val = float(np.quantile(b_all, q)) if len(b_all) else None
+    o_val = float(np.quantile(o_all, q)) if len(o_all) else None
+    stat = stat_name(q)
+    if b_val is None or o_val is None or have < min_samples(q):
+        return StatPair(b_val, o_val, None, f"too few samples for {stat} (need {min_samples(q)}, have {have})")
+    if have_requests < 2 * MIN_PER_BLOCK:
+        return StatPair(b_val, o_val, None,
+                        f"too few requests for time blocks (need {2 * MIN_PER_BLOCK}, have {have_requests})")
+    if metric == "itl.chunk":
+        b_est, o_est = pooled_quantile_estimate(base.gaps, q), pooled_quantile_estimate(other.gaps, q)
+    else:
+        b_est, o_est = quantile_estimate(b_all, q), quantile_estimate(o_all, q)
+    assert b_est is not None and o_est is not None
+    return StatPair(b_est.value, o_est.value, (b_est, o_est))
+
+
+def stat_name(q: float) -> str:
+    """p50, p99, p99_9 for 0.50, 0.99, 0.999."""
+    return "p" + f"{q * 100:g}".replace(".", "_")
+
+
+def rate_pair(metric: str, base_p: Passport, other_p: Passport, base: RunSamples, other: RunSamples) -> StatPair:
+    """The mean of a rate in both runs: tested over repetitions where each run has 2+, else over
+    equal time slices of the window."""
+    b, o = base_p.results["metrics"].get(metric), other_p.results["metrics"].get(metric)
+    b_mean, o_mean = (b["mean"] if b else None), (o["mean"] if o else None)
+    if base.by_repetition and other.by_repetition and b is not None and o is not None \
+            and b_mean is not None and o_mean is not None:
+        return StatPair(b_mean, o_mean, (mean_estimate(b_mean, b["std"] or 0.0, b["n"]),
+                                         mean_estimate(o_mean, o["std"] or 0.0, o["n"])))
+    if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
+        return StatPair(b_mean, o_mean, None, f"not testable (needs {_SLICES}+ completed requests per run)")
+    b_slices, o_slices = base.rates[metric], other.rates[metric]
+    return StatPair(b_mean, o_mean, (mean_estimate(b_mean, float(np.std(b_slices, ddof=1)), len(b_slices)),
+                                     mean_estimate(o_mean, float(np.std(o_slices, ddof=1)), len(o_slices))))
+
+
+def _row(metric: str, stat: str, pair: StatPair) -> tuple[MetricComparison, Test | None]:
+    if pair.estimates is None:
+        return MetricComparison(metric, stat, pair.base, pair.other, None, str(pair.untestable)), None
+    return _tested(metric, stat, *pair.estimates)
+
+
+def _latency(metric: str, base: RunSamples, other: RunSamples) -> list[tuple[MetricComparison, Test | None]]:
+    """p50 and p99 of one latency metric: each tested where both runs have enough samples."""
+    return [_row(metric, stat, quantile_pair(metric, q, base, other)) for stat, q in _QUANTILES]
 
 
 @dataclass
@@ -261,22 +302,6 @@ class _Tested(Test):
 def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[MetricComparison, Test]:
     diff = difference(base, other)
     return MetricComparison(metric, stat, base.value, other.value, None, "", None, diff.p), _Tested(diff.p, diff=diff)
-
-
-def _rate(metric: str, base_p: Passport, other_p: Passport, base: _Samples,
-          other: _Samples) -> tuple[MetricComparison, Test | None]:
-    b, o = base_p.results["metrics"].get(metric), other_p.results["metrics"].get(metric)
-    b_mean, o_mean = (b["mean"] if b else None), (o["mean"] if o else None)
-    if base.by_repetition and other.by_repetition and b is not None and o is not None \
-            and b_mean is not None and o_mean is not None:
-        return _tested(metric, "mean", mean_estimate(b_mean, b["std"] or 0.0, b["n"]),
-                       mean_estimate(o_mean, o["std"] or 0.0, o["n"]))
-    if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
-        return MetricComparison(metric, "mean", b_mean, o_mean, None,
-                                f"not testable (needs {_SLICES}+ completed requests per run)"), None
-    b_slices, o_slices = base.rates[metric], other.rates[metric]
-    return _tested(metric, "mean", mean_estimate(b_mean, float(np.std(b_slices, ddof=1)), len(b_slices)),
-                   mean_estimate(o_mean, float(np.std(o_slices, ddof=1)), len(o_slices)))
 
 
 def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
@@ -293,12 +318,12 @@ def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> st
 
 def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
                   alpha: float, min_effect: float) -> list[MetricComparison]:
-    base, other = _samples(base_run, base_p), _samples(other_run, other_p)
+    base, other = run_samples(base_run, base_p), run_samples(other_run, other_p)
     rows = [row for metric in LATENCIES for row in _latency(metric, base, other)]
     rates = list(THROUGHPUTS)
     if "goodput.requests_per_s" in base_p.results["metrics"] and "goodput.requests_per_s" in other_p.results["metrics"]:
         rates.append("goodput.requests_per_s")
-    rows += [_rate(metric, base_p, other_p, base, other) for metric in rates]
+    rows += [_row(metric, "mean", rate_pair(metric, base_p, other_p, base, other)) for metric in rates]
     holm([t for _, t in rows if t is not None], alpha)
     for m, t in rows:
         if isinstance(t, _Tested) and t.diff is not None and t.level is not None:
@@ -318,7 +343,7 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: floa
     passports = [read_passport(run) for run in runs]
     per_run = [invariant_values(p) for p in passports]
     values = {name: [v[name] for v in per_run] for name in INVARIANTS}
-    differences = {name: seen for name, seen in values.items() if _broken(name, seen)}
+    differences = {name: seen for name, seen in values.items() if invariant_broken(name, seen)}
     caveats = []
     canaries = [p.validity.canaries["status"] for p in passports]
     if len(set(canaries)) > 1:

@@ -1,6 +1,7 @@
 """The simulated engine (`python -m harness.simulator`): owned_by `passport-sim`; honours
 ignore_eos; a prefix cache only when started with --prefix-cache (reset as vLLM's, by POST
-/reset_prefix_cache) and honours vLLM's `cache_salt`; serves Prometheus /metrics and POST /tokenize (words)."""
+/reset_prefix_cache) and honours vLLM's `cache_salt`; serves Prometheus /metrics, POST /tokenize
+(words) and GET /version (its `--build`: engine.build)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ __all__ = ["PROFILE"]
 
 def _probe(p: ProbeContext) -> None:
     p.put("engine.version", "passport-simulator", "/v1/models owned_by")
+    version = p.control.get_json("/version") or {}
+    p.put("engine.build", version.get("build"), "/version")
 
 
 def _reset(control: ControlClient, run_id: str, params: dict[str, Any]) -> PrefixCacheRecord:

@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--prefix-cache", action="store_true",
                         help="serve repeated prompts from a cache (cached_tokens in usage, a faster first token); "
                              "POST /reset_prefix_cache empties it")
+    parser.add_argument("--build", default="dev", help="the build GET /version reports (engine.build)")
     parser.add_argument("--endless-path", metavar="PATH", help="answer GET PATH with a body that never ends")
     args = parser.parse_args()
     faults = {kind: int(every) for kind, every in (f.split(":") for f in args.fault)}
@@ -62,7 +63,7 @@ def main() -> None:
         script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
-        die_after=args.die_after, prefix_cache=args.prefix_cache,
+        die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
     )
     context = None
     if args.tls_cert:

@@ -57,7 +57,8 @@ class SimConfig:
     POST /tokenize (llama.cpp's `content` or vLLM's `prompt`) counts
     whitespace-separated words, as prompt_tokens does; an image part (a PNG data URL) counts one
     token per 28x28 patch of the size its header declares (as vision encoders charge), so a test
-    can tell that the image arrived whole.
+    can tell that the image arrived whole. GET /version answers `{"version", "build"}`, `build`
+    as given (a stand-in for an engine's build, which the identity probe reads).
     """
 
     ttft_ms: float = 20.0
@@ -85,6 +86,7 @@ class SimConfig:
     prefix_cache: bool = False
     cached_ttft_factor: float = 0.2
     die_after: int | None = None  # the process exits (code 3) on receiving this many generation requests
+    build: str = "dev"  # what GET /version says this build is (a release manager's builds, for ledger tests)
 
 
 class _State:
@@ -259,6 +261,9 @@ class _SimProtocol(asyncio.Protocol):
                 if self.state.config.metrics_delay_s:
                     await asyncio.sleep(self.state.config.metrics_delay_s)
                 self._write_simple(200, self.state.metrics_text(), content_type="text/plain; version=0.0.4")
+            elif method == b"GET" and path == b"/version":
+                version = {"version": "passport-simulator", "build": self.state.config.build}
+                self._write_simple(200, orjson.dumps(version))
             elif method == b"GET" and path == b"/v1/models":
                 payload = {"object": "list", "data": [
                     {"id": self.state.config.model, "object": "model", "owned_by": "passport-sim"}]}

@@ -23,6 +23,8 @@ from passport.cli import (
     _cmd_compare,
     _cmd_export,
     _cmd_gate,
+    _cmd_history,
+    _cmd_ledger,
     _cmd_probe,
     _cmd_recover,
     _cmd_run,
@@ -62,7 +64,7 @@ examples:
 COMMANDS: dict[str, ModuleType] = {
     "run": _cmd_run, "sweep": _cmd_sweep, "campaign": _cmd_campaign, "canary": _cmd_canary, "workload": _cmd_workload,
     "probe": _cmd_probe, "capacity": _cmd_capacity, "calibrate": _cmd_calibrate, "verify": _cmd_verify,
-    "recover": _cmd_recover, "gate": _cmd_gate,
+    "recover": _cmd_recover, "gate": _cmd_gate, "ledger": _cmd_ledger, "history": _cmd_history,
     "compare": _cmd_compare, "show": _cmd_show, "export": _cmd_export,
 }
 

@@ -1,0 +1,90 @@
+"""`passport ledger add|query`: passports into the ledger (after verify), SQL over it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from passport.cli._exit import ExitCode
+
+__all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV"]
+
+LEDGER_ENV = "PASSPORT_LEDGER"
+
+
+def add_ledger_option(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--ledger", type=Path, metavar="DIR",
+                         help=f"the ledger folder (default: ${LEDGER_ENV}); a local or a shared folder")
+
+
+def ledger_dir(args: argparse.Namespace) -> Path:
+    """The ledger folder of `--ledger` or $PASSPORT_LEDGER; a usage error when neither is set."""
+    from passport.ledger import LedgerError
+
+    chosen = args.ledger or (Path(os.environ[LEDGER_ENV]) if os.environ.get(LEDGER_ENV) else None)
+    if chosen is None:
+        raise LedgerError(f"no ledger: pass --ledger DIR or set {LEDGER_ENV}")
+    return Path(chosen)
+
+
+def add(sub: Any, epilog: str) -> None:
+    ledger = sub.add_parser(
+        "ledger", help="keep every passport in one queryable ledger (append-only Parquet)",
+        description="The ledger is a folder of append-only Parquet files, partitioned by the run's date: a table "
+                    "of runs (identity with provenance, protocol hashes, verdict, every metric's statistics and "
+                    "interval, cost), one of canary cases and one of campaign arms. Plain DuckDB, pandas, Spark or "
+                    "Trino read it without passport: read_parquet('DIR/runs/*/*.parquet', hive_partitioning=true, "
+                    "union_by_name=true). Raw logs stay where they are, referenced by path and hash.",
+        epilog="examples:\n  passport ledger add --ledger ~/ledger results/*/\n"
+               "  PASSPORT_LEDGER=~/ledger passport ledger query \"SELECT run_id, verdict, \\\"ttft.any.p99\\\" FROM "
+               "runs ORDER BY created_utc\"",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    actions = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
+    adding = actions.add_parser("add", help="verify run or campaign folders and append them to the ledger",
+                                description="Verify each folder (as `passport verify` does) and append it only when "
+                                            "it verifies; a passport already in the ledger is left as it is. Exit 1 "
+                                            "when any folder was refused.")
+    adding.add_argument("folders", type=Path, nargs="+", metavar="RUN_OR_CAMPAIGN")
+    add_ledger_option(adding)
+    querying = actions.add_parser("query", help="run SQL over the ledger (DuckDB; tables runs, canary_cases, arms)")
+    querying.add_argument("sql", help="the query, e.g. \"SELECT run_id, verdict FROM runs\"")
+    querying.add_argument("--json", action="store_true", help="print the rows as JSON")
+    add_ledger_option(querying)
+
+
+def _skipped(skipped: list[tuple[Path, str]]) -> None:
+    import sys
+
+    for path, why in skipped:
+        print(f"skipped {path}: {why}", file=sys.stderr)
+
+
+def main(args: argparse.Namespace) -> ExitCode:
+    from passport.ledger import add as add_to
+    from passport.ledger import query
+
+    ledger = ledger_dir(args)
+    if args.ledger_command == "add":
+        refused = 0
+        for folder in args.folders:
+            added = add_to(ledger, folder)
+            refused += added.status == "refused"
+            print(f"{added.status:<8} {folder}: {added.message}")
+        return ExitCode.of(not refused)
+    columns, rows, skipped = query(ledger, args.sql)
+    _skipped(skipped)
+    if args.json:
+        import json
+
+        print(json.dumps([dict(zip(columns, row)) for row in rows], default=str, indent=1))
+        return ExitCode.OK
+    shown = [[("" if v is None else str(v)) for v in row] for row in rows]
+    widths = [max([len(c), *(len(r[i]) for r in shown)]) for i, c in enumerate(columns)]
+    print("  ".join(c.ljust(w) for c, w in zip(columns, widths)).rstrip())
+    for row_text in shown:
+        print("  ".join(v.ljust(w) for v, w in zip(row_text, widths)).rstrip())
+    print(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return ExitCode.OK

@@ -1,0 +1,14 @@
+"""The ledger: every passport's history in append-only Parquet that any reader takes (DuckDB,
+pandas, Spark, Trino), and what passport reads from it: SQL queries, a metric's history with a
+change detector and an HTML trend plot, and a baseline for `passport gate`. Layout and
+concurrency: `_store.py`; the columns: `_rows.py`."""
+
+from __future__ import annotations
+
+from passport.ledger._history import WINDOW, History, Point, history, history_json
+from passport.ledger._ledger import Added, Baseline, LedgerError, add, connect, pick_baseline, query
+from passport.ledger._plot import history_html
+from passport.ledger._store import TABLES, ledger_files
+
+__all__ = ["Added", "Baseline", "History", "LedgerError", "Point", "TABLES", "WINDOW", "add", "connect", "history",
+           "history_html", "history_json", "ledger_files", "pick_baseline", "query"]

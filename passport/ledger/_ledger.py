@@ -1,0 +1,191 @@
+"""Adding to the ledger, querying it, and picking a baseline from it.
+
+`add` verifies a run or campaign folder with `passport verify`'s own checks and appends it only
+when they pass: its `runs` row, its `canary_cases` rows and (a campaign) its `arms` rows, then
+each arm run's rows. `query` runs SQL through DuckDB over views named after the tables (`runs`,
+`canary_cases`, `arms`), unified by column name across files, with the Hive partition `date`.
+`pick_baseline` answers `gate --baseline ledger:DIR`: the latest VALID run with this run's
+workload and schedule hashes (and the `--where` filters), never the run itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from passport._errors import PassportError
+from passport.audit import content_sha256
+from passport.ledger._rows import arm_rows, canary_rows, identity_column, run_row
+from passport.ledger._store import TABLES, LedgerFiles, ledger_files, write_rows
+from passport.model import Passport, read_passport
+
+__all__ = ["LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause", "Baseline", "column_of"]
+
+
+class LedgerError(PassportError):
+    """A ledger that cannot be read as asked, or a baseline it cannot give."""
+
+
+@dataclass(frozen=True)
+class Added:
+    """What adding one folder did: `status` added, present (already in the ledger) or refused."""
+
+    folder: Path
+    status: str
+    message: str
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _stem(passport_id: str, sha256: str | None) -> str:
+    return f"{passport_id}-{(sha256 or 'unsealed')[:16]}"
+
+
+def _add_run(ledger: Path, folder: Path, p: Passport, added_utc: str) -> bool:
+    """Append one verified run's rows; False when it was already there."""
+    run_dir = str(folder.resolve())
+    stem = _stem(p.run_id, p.content_sha256)
+    written = write_rows(ledger, "runs", [run_row(p, run_dir, added_utc)], p.created_utc, stem)
+    if written is not None:
+        write_rows(ledger, "canary_cases", canary_rows(p, run_dir), p.created_utc, stem)
+    return written is not None
+
+
+def add(ledger: Path, folder: Path) -> Added:
+    """Verify `folder` (a run or a campaign) and append it (see the module docstring)."""
+    from passport import verify
+    from passport.judge import CAMPAIGN_FILE, read_campaign
+
+    folder = Path(folder)
+    found = verify(folder)
+    if not found.verified:
+        return Added(folder, "refused", "verify found: " + "; ".join(found.problems[:3])
+                     + (f" (and {len(found.problems) - 3} more)" if len(found.problems) > 3 else ""))
+    added_utc = _now()
+    if not (folder / CAMPAIGN_FILE).is_file():
+        p = read_passport(folder)
+        fresh = _add_run(ledger, folder, p, added_utc)
+        return Added(folder, "added" if fresh else "present",
+                     f"{p.run_id} ({p.verdict})" + ("" if fresh else ": already in the ledger"))
+    record = read_campaign(folder)
+    runs = [(folder / rep["run"]) for arm in record["arms"] for rep in arm["repetitions"] if rep["run"] is not None]
+    fresh_runs = sum(_add_run(ledger, run, read_passport(run), added_utc) for run in runs)
+    written = write_rows(ledger, "arms", arm_rows(record, str(folder.resolve()), added_utc),
+                         str(record.get("created_utc") or added_utc), _stem(str(record["name"]),
+                                                                              record.get("content_sha256")))
+    status = "added" if written is not None or fresh_runs else "present"
+    return Added(folder, status, f"campaign {record['name']}: {len(record['arms'])} arms, {fresh_runs} of "
+                                 f"{len(runs)} runs new" + ("" if written is not None else
+                                                            "; the campaign was already in the ledger"))
+
+
+def connect(ledger: Path) -> tuple[Any, list[tuple[Path, str]]]:
+    """A DuckDB connection with a view per ledger table, and the files skipped (named, why)."""
+    import duckdb
+
+    if not Path(ledger).is_dir():
+        raise LedgerError(f"no ledger at {ledger}: `passport ledger add {ledger} RUN` starts one")
+    con = duckdb.connect()
+    skipped: list[tuple[Path, str]] = []
+    for table in TABLES:
+        files: LedgerFiles = ledger_files(ledger, table)
+        skipped += files.skipped
+        if files.good:
+            listing = ", ".join("'" + str(p).replace("'", "''") + "'" for p in files.good)
+            con.execute(f"CREATE VIEW {table} AS SELECT * FROM read_parquet([{listing}], union_by_name = true, "
+                        "hive_partitioning = true)")
+        else:
+            con.execute(f"CREATE VIEW {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    return con, skipped
+
+
+def query(ledger: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]], list[tuple[Path, str]]]:
+    """(column names, rows, skipped files) of `sql` over the ledger's views."""
+    import duckdb
+
+    con, skipped = connect(ledger)
+    try:
+        result = con.execute(sql)
+    except duckdb.Error as exc:
+        raise LedgerError(f"the query failed: {str(exc).splitlines()[0]} (tables: {', '.join(TABLES)}; "
+                          "`passport ledger query \"DESCRIBE runs\"` lists the columns)") from None
+    columns = [d[0] for d in result.description or []]
+    return columns, result.fetchall(), skipped
+
+
+def column_of(name: str, columns: set[str]) -> str:
+    """The runs column a user's name means: itself, or an identity field's column
+    (`engine.name` -> `identity.engine.name`); LedgerError with the close ones when neither."""
+    for candidate in (name, identity_column(name)):
+        if candidate in columns:
+            return candidate
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(columns), n=3, cutoff=0.5)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise LedgerError(f"the ledger's runs have no column {name!r}{hint}")
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def where_clause(filters: list[str], columns: set[str]) -> tuple[str, list[Any]]:
+    """`K=V` filters as a SQL condition with parameters (K: a column or identity field)."""
+    parts, params = [], []
+    for item in filters:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise LedgerError(f"--where {item!r}: write FIELD=VALUE, e.g. engine.name=vllm")
+        parts.append(f"CAST({_quote(column_of(key.strip(), columns))} AS VARCHAR) = ?")
+        params.append(value.strip())
+    return (" AND ".join(parts) or "true"), params
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The run a ledger gives as a baseline, and how it was chosen (said by the gate)."""
+
+    run_dir: Path
+    run_id: str
+    created_utc: str
+    line: str
+
+
+def pick_baseline(ledger: Path, current: Passport, filters: list[str]) -> Baseline:
+    """The latest VALID run in the ledger with `current`'s workload and schedule hashes, matching
+    `filters`, other than `current` itself; its folder must still hold the passport the ledger
+    recorded. LedgerError saying what was looked for when there is none."""
+    con, _ = connect(ledger)
+    columns = {d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description or []}
+    if "workload_sha256" not in columns:
+        raise LedgerError(f"the ledger at {ledger} holds no runs yet")
+    condition, params = where_clause(filters, columns)
+    rows = con.execute(
+        f"SELECT run_dir, run_id, created_utc, passport_sha256 FROM runs WHERE verdict = 'VALID' AND "
+        f"workload_sha256 = ? AND schedule_sha256 = ? AND passport_sha256 IS DISTINCT FROM ? AND {condition} "
+        "ORDER BY created_utc DESC, added_utc DESC LIMIT 1",
+        [current.protocol.workload.sha256, current.protocol.schedule.sha256, current.content_sha256, *params],
+    ).fetchall()
+    if not rows:
+        looked = f"workload {current.protocol.workload.sha256[:12]}, schedule {current.protocol.schedule.sha256[:12]}"
+        raise LedgerError(f"the ledger at {ledger} has no VALID run with this run's {looked}"
+                          + (f" and {' and '.join(filters)}" if filters else "") + ": add one first "
+                          "(`passport ledger add`)")
+    run_dir, run_id, created, sha = rows[0]
+    path = Path(run_dir)
+    try:
+        raw = json.loads((path / "passport.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise LedgerError(f"the ledger's baseline {run_id} was at {path}, which no longer holds its passport "
+                          f"({exc}); the raw logs are referenced, not copied") from None
+    if content_sha256(raw) != sha:
+        raise LedgerError(f"the ledger's baseline {run_id} at {path} holds a different passport than the one "
+                          "added (its content hash differs)")
+    return Baseline(path, str(run_id), str(created),
+                    f"baseline: {run_id} ({created}) from the ledger at {ledger}: {path}")

@@ -14,14 +14,19 @@ __all__ = ["add", "main"]
 def add(sub: Any, epilog: str) -> None:
     gate = sub.add_parser(
         "gate", help="check declared conditions against a run's passport (for release gates)",
-        description="Evaluate conditions against RUN_DIR/passport.json and print each as PASS/FAIL with the "
-                    "measured value. Exit 0 when all pass, 1 when any fails, 2 when a condition is not understood.",
+        description="Evaluate conditions against RUN_DIR/passport.json, alone or against a baseline, and print each "
+                    "as PASS/FAIL (INCONCLUSIVE: a change the data cannot separate from noise) with the measured "
+                    "value. Exit 0 when all pass, 1 when any fails (or is inconclusive, by default), 2 when a "
+                    "condition is not understood or the run and its baseline are not comparable.",
         epilog="conditions: <name> <op> <value>, e.g.\n"
                "  'ttft.any.p99 < 2s'   'itl.chunk.p50 <= 50ms'   'error_rate < 0.5%'\n"
                "  'canaries == pass'    'verdict == VALID'        'outcomes.timeout == 0'    'slo == met'\n"
                "  'failure_inclusive.e2e.p99 < 10s'   'throughput.output_tokens_per_s.mean >= 20'\n"
                "on a campaign folder:\n"
-               "  'arms.best.goodput.requests_per_s > 2'   'arms.held == 0'   'arms.np2.ttft.p99 < 500ms'",
+               "  'arms.best.goodput.requests_per_s > 2'   'arms.held == 0'   'arms.np2.ttft.p99 < 500ms'\n"
+               "against a baseline (--baseline RUN, CAMPAIGN or ledger:DIR):\n"
+               "  'ttft.any.p99 regression < 5%'   'throughput.output_tokens_per_s.mean regression < 3%'\n"
+               "  'canaries no_new_failures'",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
@@ -30,16 +35,51 @@ def add(sub: Any, epilog: str) -> None:
     gate.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
                       help="act only on a passport signed by this key (sha256:...); repeatable: any of them")
     gate.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
+    against = gate.add_argument_group(
+        "against a baseline",
+        "'<metric>.<stat> regression < 5%' (latency up or throughput/goodput down, relative) fails only when the "
+        "change is beyond the tolerance AND significant (compare's statistics, Holm-corrected across the gate's "
+        "regression conditions); beyond it but not separable from noise is INCONCLUSIVE. 'canaries "
+        "no_new_failures': no canary case that passed in the baseline fails now. The runs must be comparable "
+        "(model, precision, decoding, workload, load, window, cache; the baseline VALID), else exit 2.")
+    against.add_argument("--baseline", metavar="BASE",
+                         help="a run folder, a campaign folder (each arm against the arm of the same name), or "
+                              "ledger:DIR (the latest VALID run there with this run's workload and schedule)")
+    against.add_argument("--inconclusive", choices=("fail", "pass"), default="fail",
+                         help="what an INCONCLUSIVE condition does to the exit code (default: fail)")
+    against.add_argument("--allow", action="append", default=[], metavar="INVARIANT",
+                         help="gate even though this comparability invariant differs (said in the output)")
+    against.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                         help="with ledger:DIR, only baselines whose field has this value, e.g. engine.name=vllm")
+    against.add_argument("--alpha", type=float, default=0.05,
+                         help="family-wise error rate of the regression tests (default 0.05)")
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition, resolve
-    from passport.model import read_passport
-    from passport.report import junit_xml
+    from passport.judge import GateError, load_gate_file
+    from passport.judge._baseline import parse_baseline_condition
 
     texts = list(args.require) + (load_gate_file(args.file) if args.file else [])
     if not texts:
         raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
+    against = [c for c in (parse_baseline_condition(t) for t in texts) if c is not None]
+    absolute = [t for t in texts if parse_baseline_condition(t) is None]
+    if against and not args.baseline:
+        raise GateError(f"gate condition {against[0].text!r} reads a baseline: pass --baseline RUN, CAMPAIGN or "
+                        "ledger:DIR")
+    if args.baseline and not against:
+        raise GateError("--baseline is given but no condition reads it: add e.g. --require 'ttft.any.p99 regression "
+                        "< 5%' or --require 'canaries no_new_failures'")
+    name, results = _absolute(args, absolute)
+    baseline_results = _against(args, against) if against else []
+    return _report(args, name, results, baseline_results)
+
+
+def _absolute(args: argparse.Namespace, texts: list[str]) -> tuple[str, list[Any]]:
+    """The conditions on the run (or campaign) alone, as before any baseline: (its name, results)."""
+    from passport.judge import GateError, evaluate_gate, parse_condition, resolve
+    from passport.model import read_passport
+
     campaign = (args.run_dir / "campaign.json").is_file()  # passport.judge.CAMPAIGN_FILE, unimported for runs
     if campaign:
         from passport.judge import evaluate_campaign_gate, gate_view, resolve_campaign_name, trusted_campaign
@@ -52,18 +92,66 @@ def main(args: argparse.Namespace) -> ExitCode:
             if len(condition.target.path) > 2 and arm not in view["arms"] and arm != "best":
                 raise GateError(f"gate condition {condition.text!r}: the campaign has no arm named {arm!r} (arms: "
                                 f"{', '.join(r['name'] for r in record['arms'])})")
-        name, results = str(record["name"]), evaluate_campaign_gate(record, conditions)
+        return str(record["name"]), evaluate_campaign_gate(record, conditions) if conditions else []
+    from passport.audit import require_trusted
+
+    require_trusted(args.run_dir, tuple(args.key))  # a hand-edited verdict or hash is refused, not gated on
+    passport = read_passport(args.run_dir)
+    return passport.name, evaluate_gate(passport, conditions)
+
+
+def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
+    """The baseline conditions, each pair (run or arm) against its baseline, Holm-corrected together."""
+    from passport.judge import GateError, trusted_campaign
+    from passport.judge._baseline import Pair, campaign_pairs, evaluate_against, finish
+
+    campaign = (args.run_dir / "campaign.json").is_file()
+    spec = str(args.baseline)
+    if spec.startswith("ledger:"):
+        if campaign:
+            raise GateError("--baseline ledger:DIR gates a run; for a campaign give the baseline campaign's folder")
+        from passport.ledger import pick_baseline
+        from passport.model import read_passport
+
+        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), read_passport(args.run_dir), list(args.where))
+        print(chosen.line)
+        base = chosen.run_dir
+    else:
+        base = Path(spec)
+    base_campaign = (base / "campaign.json").is_file()
+    if campaign != base_campaign:
+        raise GateError(f"--baseline {base}: a {'campaign' if campaign else 'run'} is gated against a "
+                        f"{'campaign' if campaign else 'run'}, and this is a {'campaign' if base_campaign else 'run'}")
+    missing: list[Any] = []
+    if campaign:
+        pairs, missing = campaign_pairs(args.run_dir, trusted_campaign(args.run_dir), base, trusted_campaign(base),
+                                        conditions)
     else:
         from passport.audit import require_trusted
 
-        require_trusted(args.run_dir, tuple(args.key))  # a hand-edited verdict or hash is refused, not gated on
-        passport = read_passport(args.run_dir)
-        name, results = passport.name, evaluate_gate(passport, conditions)
-    width = max(len(r.condition.text) for r in results)
-    for r in results:
-        print(f"{'PASS' if r.passed else 'FAIL'}  {r.condition.text:<{width}}  {r.message}")
-    failed = sum(not r.passed for r in results)
-    print(f"Gate: {'PASSED' if not failed else 'FAILED'} ({len(results) - failed} of {len(results)} conditions met)")
+        require_trusted(base, tuple(args.key))
+        pairs = [Pair(args.run_dir, base)]
+    results = [r for pair in pairs for r in evaluate_against(pair, conditions, tuple(args.allow))]
+    if args.allow:
+        print(f"comparability: allowing {', '.join(args.allow)} to differ")
+    return finish(results, args.alpha) + missing
+
+
+def _report(args: argparse.Namespace, name: str, results: list[Any], against: list[Any]) -> ExitCode:
+    from passport.report import baseline_line, junit_gate
+
+    lines = [(("PASS" if r.passed else "FAIL"), r.condition.text, r.message) for r in results]
+    lines += [(r.status, r.text + (f" [{r.scope}]" if r.scope else ""), baseline_line(r)) for r in against]
+    width = max(len(text) for _, text, _ in lines)
+    for status, text, message in lines:
+        print(f"{status:<12}  {text:<{width}}  {message}")
+    inconclusive = sum(r.status == "INCONCLUSIVE" for r in against)
+    failed = sum(not r.passed for r in results) + sum(r.status == "FAIL" for r in against)
+    counted = failed + (inconclusive if args.inconclusive == "fail" else 0)
+    note = (f"; {inconclusive} INCONCLUSIVE, counted as {'failing' if args.inconclusive == 'fail' else 'passing'} "
+            f"(--inconclusive {args.inconclusive})" if inconclusive else "")
+    print(f"Gate: {'PASSED' if not counted else 'FAILED'} ({len(lines) - failed - inconclusive} of {len(lines)} "
+          f"conditions met{note})")
     if args.junit:
-        args.junit.write_text(junit_xml(name, results))
-    return ExitCode.of(not failed)
+        args.junit.write_text(junit_gate(name, results, against, args.inconclusive))
+    return ExitCode.of(not counted)

@@ -11,6 +11,7 @@ from passport._lazy import lazy_names
 
 # Loaded on first use (PEP 562): a command pays only for the names it uses.
 if TYPE_CHECKING:
+    from passport.report._baseline_text import baseline_line
     from passport.report._campaign_report import arm_lines, campaign_blocks, campaign_lines
     from passport.report._compare_report import comparison_blocks
     from passport.report._doc import (
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
         to_markdown,
         write_reports,
     )
-    from passport.report._junit import junit_cases, junit_xml
+    from passport.report._junit import junit_cases, junit_gate, junit_xml
     from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
     from passport.report._run_report import (
         HEADLINE_METRICS,
@@ -65,6 +66,8 @@ __all__ = [
     "headline_lines",
     "junit_cases",
     "junit_xml",
+    "junit_gate",
+    "baseline_line",
     "latency_cdfs",
     "ms",
     "render_reports",
@@ -80,6 +83,9 @@ __all__ = [
 ]
 
 _HOME = {name: module for module, names in {
+    "passport.report._baseline_text": (
+        "baseline_line",
+    ),
     "passport.report._campaign_report": (
         "arm_lines", "campaign_blocks", "campaign_lines",
     ),
@@ -91,7 +97,7 @@ _HOME = {name: module for module, names in {
         "render_reports", "to_html", "to_markdown", "write_reports",
     ),
     "passport.report._junit": (
-        "junit_cases", "junit_xml",
+        "junit_cases", "junit_xml", "junit_gate",
     ),
     "passport.report._plots": (
         "CDF_METRICS", "SweepPoint", "latency_cdfs", "sweep_curve", "timeline",

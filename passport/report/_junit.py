@@ -5,8 +5,10 @@ from __future__ import annotations
 from xml.etree import ElementTree
 
 from passport.judge import ConditionResult
+from passport.judge._baseline import BaselineResult
+from passport.report._baseline_text import baseline_line, baseline_value
 
-__all__ = ["junit_cases", "junit_xml"]
+__all__ = ["junit_cases", "junit_xml", "junit_gate"]
 
 
 def junit_cases(suite_name: str, cases: list[tuple[str, str, bool, str]]) -> str:
@@ -25,3 +27,40 @@ def junit_xml(run_name: str, results: list[ConditionResult]) -> str:
     """JUnit XML: one test case per gate condition, a <failure> for each that failed."""
     return junit_cases("passport gate", [(f"passport.gate.{run_name}", r.condition.text, r.passed, r.message)
                                          for r in results])
+
+
+def junit_gate(run_name: str, results: list[ConditionResult], against: list[BaselineResult],
+               inconclusive: str) -> str:
+    """JUnit XML of a gate with a baseline: one test case per condition (and per arm); a baseline
+    condition's case carries its baseline value, current value, change, interval and verdict as
+    properties; FAIL is a <failure>, INCONCLUSIVE a <failure> under `--inconclusive fail` and a
+    <skipped> under `pass` (the policy is a property of the suite)."""
+    counted = sum(not r.passed for r in results) + sum(
+        r.status == "FAIL" or (r.status == "INCONCLUSIVE" and inconclusive == "fail") for r in against)
+    suite = ElementTree.Element("testsuite", name="passport gate", tests=str(len(results) + len(against)),
+                                failures=str(counted), errors="0")
+    props = ElementTree.SubElement(suite, "properties")
+    ElementTree.SubElement(props, "property", name="inconclusive", value=inconclusive)
+    classname = f"passport.gate.{run_name}"
+    for r in results:
+        case = ElementTree.SubElement(suite, "testcase", classname=classname, name=r.condition.text)
+        if not r.passed:
+            ElementTree.SubElement(case, "failure", message=r.message, type="Failure").text = \
+                f"{r.condition.text}: {r.message}"
+    for b in against:
+        name = b.text + (f" [{b.scope}]" if b.scope else "")
+        case = ElementTree.SubElement(suite, "testcase", classname=classname, name=name)
+        props = ElementTree.SubElement(case, "properties")
+        interval = "" if b.interval is None else f"[{b.interval[0]:.6g}, {b.interval[1]:.6g}]"
+        for key, value in (("verdict", b.status), ("baseline", baseline_value(b.baseline, b.unit)),
+                           ("current", baseline_value(b.current, b.unit)),
+                           ("change", "" if b.change is None else f"{b.change:.6g}"), ("interval", interval),
+                           ("interval_level", "" if b.level is None else f"{b.level:.6g}"),
+                           ("holm_p", "" if b.p is None else f"{b.p:.6g}")):
+            ElementTree.SubElement(props, "property", name=key, value=value)
+        message = f"{b.status}: {baseline_line(b)}"
+        if b.status == "FAIL" or (b.status == "INCONCLUSIVE" and inconclusive == "fail"):
+            ElementTree.SubElement(case, "failure", message=message, type=b.status).text = f"{name}: {message}"
+        elif b.status == "INCONCLUSIVE":
+            ElementTree.SubElement(case, "skipped", message=message)
+    return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from passport.cli._cmd_ledger import add_ledger_option, add_when_asked
 from passport.cli._exit import ExitCode
 from passport.cli._shared import Printer
 
@@ -46,6 +47,7 @@ def add(sub: Any, epilog: str) -> None:
                           help="continue the stopped campaign in this folder (the same spec; recorded repetitions "
                                "are kept once their passports' hashes check)")
     campaign.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    add_ledger_option(campaign)
 
 
 def main(args: argparse.Namespace) -> ExitCode:
@@ -68,5 +70,7 @@ def main(args: argparse.Namespace) -> ExitCode:
         kept = sum(len(arm["repetitions"]) for arm in outcome.record["arms"])
         printer.status(f"interrupted: {kept} repetition(s) recorded and kept in {outcome.folder}; "
                        f"`passport campaign {args.spec} --resume {outcome.folder}` runs the rest")
+        return ExitCode.FAILED
+    if not add_when_asked(args, outcome.folder):
         return ExitCode.FAILED
     return ExitCode.of(outcome.record["counts"]["ranked"] > 0)

@@ -9,7 +9,7 @@ from typing import Any
 
 from passport.cli._exit import ExitCode
 
-__all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV"]
+__all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV", "add_when_asked"]
 
 LEDGER_ENV = "PASSPORT_LEDGER"
 
@@ -27,6 +27,19 @@ def ledger_dir(args: argparse.Namespace) -> Path:
     if chosen is None:
         raise LedgerError(f"no ledger: pass --ledger DIR or set {LEDGER_ENV}")
     return Path(chosen)
+
+
+def add_when_asked(args: argparse.Namespace, folder: Path) -> bool:
+    """After a run or campaign: append `folder` to the ledger of `--ledger` or $PASSPORT_LEDGER
+    when one is set, saying what happened; False when the ledger refused it (it did not verify)."""
+    if not (args.ledger or os.environ.get(LEDGER_ENV)):
+        return True
+    from passport.ledger import add as add_to
+
+    ledger = ledger_dir(args)
+    added = add_to(ledger, folder)
+    print(f"ledger:   {added.status} in {ledger}: {added.message}")
+    return added.status != "refused"
 
 
 def add(sub: Any, epilog: str) -> None:

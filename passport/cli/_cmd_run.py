@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from passport.cli._cmd_ledger import add_ledger_option, add_when_asked
 from passport.cli._exit import ExitCode
 from passport.cli._shared import Printer, add_endpoint_options, add_load_options, load_spec_with_overrides
 
@@ -23,6 +24,7 @@ def add(sub: Any, epilog: str) -> None:
     run.add_argument("spec", type=Path, nargs="?", help="the run spec (YAML); or give --endpoint and the load flags")
     run.add_argument("--force", action="store_true",
                      help="time the run even if the canaries fail (the passport says so prominently)")
+    add_ledger_option(run)
     add_endpoint_options(run)
     add_load_options(run)
 
@@ -47,4 +49,6 @@ def main(args: argparse.Namespace) -> ExitCode:
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):
         print(line)
+    if not add_when_asked(args, outcome.folder):
+        return ExitCode.FAILED
     return ExitCode.of_verdict(outcome.passport.verdict)

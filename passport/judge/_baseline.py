@@ -106,7 +106,8 @@ class BaselineResult:
     interval: tuple[float, float] | None = None  # of `change`, at `level`
     level: float | None = None
     p: float | None = None  # Holm-adjusted
-    unit: str = ""  # "s" for a latency, "" for a rate
+    unit: str = ""  # "s" for a latency, "/s" for a rate, "cases" for no_new_failures (baseline: cases that
+    # passed there; current: those of them that fail now)
     condition: Regression | None = field(default=None, repr=False)
     test: Test | None = field(default=None, repr=False)
     pair: StatPair | None = field(default=None, repr=False)
@@ -183,17 +184,20 @@ def _no_new_failures(condition: NoNewFailures, pair: Pair) -> BaselineResult:
         return BaselineResult(condition.text, pair.scope, "INCONCLUSIVE",
                               "this run ran no canaries: nothing shows the baseline's passing cases still pass")
     newly = sorted(case for case, passed in now.items() if not passed and before.get(case) is True)
+    passed_before = float(sum(before.values()))
     if newly:
         named = ", ".join(case_id for case_id, _ in newly[:10]) + (f" and {len(newly) - 10} more"
                                                                    if len(newly) > 10 else "")
         return BaselineResult(condition.text, pair.scope, "FAIL",
-                              f"{len(newly)} case(s) passed in the baseline and fail now: {named}")
+                              f"{len(newly)} case(s) passed in the baseline and fail now: {named}", passed_before,
+                              float(len(newly)), unit="cases")
     failing = sum(not passed for passed in now.values())
     unseen = sum(case not in before for case in now)
     extra = (f"; {failing} failing case(s) also failed in the baseline or are new" if failing else "") + \
         (f"; {unseen} case(s) not in the baseline (a changed suite or case)" if unseen else "")
     return BaselineResult(condition.text, pair.scope, "PASS",
-                          f"no case that passed in the baseline fails now ({len(now)} cases){extra}")
+                          f"no case that passed in the baseline fails now ({len(now)} cases){extra}", passed_before,
+                          0.0, unit="cases")
 
 
 def _change(condition: Regression, base: float, value: float) -> float:
@@ -202,7 +206,10 @@ def _change(condition: Regression, base: float, value: float) -> float:
 
 
 def _regression(condition: Regression, pair: StatPair, scope: str, current_verdict: str) -> BaselineResult:
-    unit = "" if condition.rate else "s"
+    unit = "/s" if condition.rate else "s"
+    if current_verdict != "VALID":
+        return BaselineResult(condition.text, scope, "INCONCLUSIVE", f"this run is {current_verdict}: its figures "
+                              "are not a measurement of the protocol", pair.base, pair.other, unit=unit)
     if pair.base is None or pair.other is None or pair.base == 0:
         return BaselineResult(condition.text, scope, "INCONCLUSIVE", "no value to compare (" + (
             "the baseline's is zero" if pair.base == 0 else "a run has no successful measured request") + ")",
@@ -210,10 +217,7 @@ def _regression(condition: Regression, pair: StatPair, scope: str, current_verdi
     change = _change(condition, pair.base, pair.other)
     result = BaselineResult(condition.text, scope, "PASS", "", pair.base, pair.other, change, unit=unit,
                             condition=condition, pair=pair)
-    if current_verdict != "VALID":
-        result.status = "INCONCLUSIVE"
-        result.message = f"this run is {current_verdict}: its figures are not a measurement of the protocol"
-    elif pair.estimates is not None:
+    if pair.estimates is not None:
         result.test = Test(difference(*pair.estimates).p)
     elif _within(condition, change):
         result.message = f"within the tolerance (untested: {pair.untestable})"

@@ -1,7 +1,8 @@
 """The history as a self-contained HTML page: an inline SVG trend plot (no script, no external
 file), one point per run in time order with its interval as a bar, coloured by the `--by`
-field; INVALID runs drawn hollow and grey, flagged runs ringed in red, identity changes marked by
-a dashed line with what changed; below it, the same points as a table."""
+field; runs that are not VALID drawn hollow and grey (a grey cross on the axis when they have no
+figure), flagged runs ringed in red, identity changes marked by a dashed line with what changed,
+each run's start (UTC) under the axis; below it, the same points as a table."""
 
 from __future__ import annotations
 
@@ -56,8 +57,13 @@ def history_html(h: History) -> str:
                        f'stroke="#999" stroke-dasharray="4 3"><title>{label}</title></line>')
             svg.append(f'<text x="{x + 3:.1f}" y="{_TOP + 10}" font-size="9" fill="#666">'
                        f'{html.escape(point.changes[0])[:40]}</text>')
+        svg.append(f'<text x="{x:.1f}" y="{_H - _BOTTOM + 14}" font-size="9" text-anchor="middle">'
+                   f'{html.escape(point.created_utc[5:16].replace("T", " "))}</text>')
         bounds = point.bounds
-        if bounds is None:
+        if bounds is None:  # no figure (a run held before timing): a mark on the axis, with why
+            svg.append(f'<text class="novalue" x="{x:.1f}" y="{_H - _BOTTOM - 4}" font-size="14" fill="#999" '
+                       f'text-anchor="middle">×<title>{html.escape(f"{point.run_id} {point.verdict}: no value")}'
+                       '</title></text>')
             continue
         colour = colours[point.by] if point.verdict == "VALID" else "#999"
         svg.append(f'<line x1="{x:.1f}" y1="{y(bounds[0]):.1f}" x2="{x:.1f}" y2="{y(bounds[1]):.1f}" '

@@ -9,12 +9,14 @@ __all__ = ["baseline_line", "baseline_value"]
 
 
 def baseline_value(value: float | None, unit: str) -> str:
-    """A figure as the gate prints it: a latency in ms (s from 1 s), a rate as it is."""
+    """A figure as the gate prints it: a latency in ms (s from 1 s), a rate per second."""
     if value is None:
         return "no value"
+    if unit == "cases":
+        return f"{value:.0f} cases"
     if unit == "s":
         return f"{value * 1000:.3f} ms" if value < 1 else f"{value:.3f} s"
-    return f"{value:.4g}"
+    return f"{value:.4g}/s"
 
 
 def _percent(value: float) -> str:

@@ -6,7 +6,7 @@ from xml.etree import ElementTree
 
 from passport.judge import ConditionResult
 from passport.judge._baseline import BaselineResult
-from passport.report._baseline_text import baseline_line, baseline_value
+from passport.report._baseline_text import baseline_line
 
 __all__ = ["junit_cases", "junit_xml", "junit_gate"]
 
@@ -31,10 +31,11 @@ def junit_xml(run_name: str, results: list[ConditionResult]) -> str:
 
 def junit_gate(run_name: str, results: list[ConditionResult], against: list[BaselineResult],
                inconclusive: str) -> str:
-    """JUnit XML of a gate with a baseline: one test case per condition (and per arm); a baseline
-    condition's case carries its baseline value, current value, change, interval and verdict as
-    properties; FAIL is a <failure>, INCONCLUSIVE a <failure> under `--inconclusive fail` and a
-    <skipped> under `pass` (the policy is a property of the suite)."""
+    """JUnit XML of a gate with a baseline: one test case per condition (and per arm). A baseline
+    condition's case carries as properties its verdict, baseline and current values (in `unit`:
+    s, /s or cases), relative change, the change's interval and level, and Holm-adjusted p. FAIL
+    is a <failure>; INCONCLUSIVE a <failure> under `--inconclusive fail`, a <skipped> under
+    `pass` (the policy is a property of the suite)."""
     counted = sum(not r.passed for r in results) + sum(
         r.status == "FAIL" or (r.status == "INCONCLUSIVE" and inconclusive == "fail") for r in against)
     suite = ElementTree.Element("testsuite", name="passport gate", tests=str(len(results) + len(against)),
@@ -52,8 +53,8 @@ def junit_gate(run_name: str, results: list[ConditionResult], against: list[Base
         case = ElementTree.SubElement(suite, "testcase", classname=classname, name=name)
         props = ElementTree.SubElement(case, "properties")
         interval = "" if b.interval is None else f"[{b.interval[0]:.6g}, {b.interval[1]:.6g}]"
-        for key, value in (("verdict", b.status), ("baseline", baseline_value(b.baseline, b.unit)),
-                           ("current", baseline_value(b.current, b.unit)),
+        for key, value in (("verdict", b.status), ("baseline", "" if b.baseline is None else f"{b.baseline:.6g}"),
+                           ("current", "" if b.current is None else f"{b.current:.6g}"), ("unit", b.unit),
                            ("change", "" if b.change is None else f"{b.change:.6g}"), ("interval", interval),
                            ("interval_level", "" if b.level is None else f"{b.level:.6g}"),
                            ("holm_p", "" if b.p is None else f"{b.p:.6g}")):

@@ -120,7 +120,7 @@ def parse_baseline_condition(text: str) -> BaselineCondition | None:
         return NoNewFailures(text.strip())
     match = _REGRESSION.match(text)
     if not match:
-        if re.search(r"\bregression\b|no_new_failures", text):
+        if re.search(r"\bregression\b|no_new_failure", text):
             raise GateError(f"cannot read gate condition {text!r}: write '<metric id>.<stat> regression < 5%' or "
                             "'canaries no_new_failures'")
         return None

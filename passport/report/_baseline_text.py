@@ -1,5 +1,6 @@
-"""A gate condition against a baseline, in one line: both values, the change in the worse
-direction with its interval and Holm-adjusted p, and why the verdict is what it is."""
+"""A gate condition against a baseline, in one line: both values, the regression (the relative
+change in the worse direction: negative is better) with its interval and Holm-adjusted p, and
+why the verdict is what it is."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def baseline_line(r: BaselineResult) -> str:
     if r.change is None:
         return r.message
     parts = [f"baseline {baseline_value(r.baseline, r.unit)}, now {baseline_value(r.current, r.unit)}, "
-             f"change {_percent(r.change)}"]
+             f"regression {_percent(r.change)}"]
     if r.interval is not None and r.level is not None:
         parts.append(f" [{_percent(r.interval[0])}, {_percent(r.interval[1])}] at {r.level:.1%}")
     if r.p is not None:

@@ -1,0 +1,214 @@
+"""The README's ledger tutorial run as written (four simulated builds: the release, an unchanged
+one, one made slower by the simulator's script, one whose canary regressed), and what it leaves:
+the gate's JUnit, the history and its change point, the plot in headless chromium, plain DuckDB
+agreeing with `passport history`, parallel adds; gates that must refuse; a campaign gated arm
+against arm."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
+
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from tests.conftest import REPO, SimFactory, only_run_dir, run_cli
+from tests.integration.test_campaign import SIM, _campaign
+from tests.integration.test_report_html import chromium
+
+pytestmark = pytest.mark.slow  # the tutorial: seven runs against the simulated engine (about a minute)
+
+_EXPECT = ('expect() { local want=$1; shift; local got=0; "$@" || got=$?; '
+           'if [ "$got" != "$want" ]; then echo "expected exit $want, got $got: $*" >&2; exit 99; fi; }')
+
+
+def tutorial_script() -> str:
+    """The README's tutorial block as a bash script: every line as written, each `# -> exit N`
+    line run through `expect N` (its exit code checked), every other line under `set -e`."""
+    block = (REPO / "README.md").read_text().split("<!-- tutorial:ledger -->\n```bash\n", 1)[1].split("\n```", 1)[0]
+    lines = ["set -eu", _EXPECT]
+    for line in block.splitlines():
+        checked = re.match(r"^(.*?)\s+# -> exit (\d+)", line)
+        lines.append(f"expect {checked.group(2)} {checked.group(1)}" if checked else line)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def tutorial(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("tutorial") / "t"
+    script = out.parent / "tutorial.sh"
+    script.write_text(tutorial_script())
+    done = subprocess.run(["bash", str(script)], cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={**{k: v for k, v in os.environ.items() if k != "PASSPORT_LEDGER"},
+                               "TUTORIAL": str(out)})
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    return {"out": out, "ledger": out / "ledger", "stdout": done.stdout}
+
+
+def test_the_tutorials_gates_say_what_happened(tutorial: dict[str, Any]) -> None:
+    text = tutorial["stdout"]
+    assert re.search(r"PASS +ttft\.any\.p95 regression < 10% .*within the tolerance", text)
+    assert re.search(r"FAIL +ttft\.any\.p95 regression < 10% .*beyond the tolerance, and significant", text)
+    assert "1 case(s) passed in the baseline and fail now: capital" in text
+    assert text.count("baseline: ") == 3 and "from the ledger at" in text  # each gate names its baseline
+    suite = ElementTree.parse(tutorial["out"] / "v3.xml").getroot()
+    assert suite.find("properties/property[@name='inconclusive']").get("value") == "fail"  # type: ignore[union-attr]
+    ttft = next(c for c in suite.iter("testcase") if c.get("name") == "ttft.any.p95 regression < 10%")
+    props = {p.get("name"): p.get("value") for p in ttft.iter("property")}
+    assert props["verdict"] == "FAIL" and ttft.find("failure") is not None
+    base, now = float(props["baseline"] or 0), float(props["current"] or 0)
+    assert 0.019 < base < 0.024 and 0.029 < now < 0.034  # the scripted TTFTs, 20 ms and 30 ms, plus the client
+    low, high = json.loads(props["interval"] or "[]")
+    assert 0.1 < low <= float(props["change"] or 0) <= high
+
+
+def _history(ledger: Path, tmp_path: Path) -> list[dict[str, Any]]:
+    result = run_cli("history", "--ledger", str(ledger), "--metric", "ttft.any.p95", "--by", "engine.build",
+                     "--json", "--html", str(tmp_path / "h.html"))
+    assert result.returncode == 0, result.stdout + result.stderr  # the newest run (HOLD) did not move
+    return list(json.loads(result.stdout))
+
+
+def test_the_history_flags_the_slower_build_and_nothing_else(tutorial: dict[str, Any], tmp_path: Path) -> None:
+    points = _history(tutorial["ledger"], tmp_path)
+    assert [p["by"] for p in points] == ["v1"] * 4 + ["v2", "v3", "v4"]
+    assert [p["flagged"] for p in points] == [False] * 5 + [True, False]
+    assert points[-1]["verdict"] == "HOLD" and points[-1]["value"] is None
+    assert "engine.build: v2 -> v3" in points[5]["changes"]
+
+
+def test_plain_duckdb_reads_the_same_numbers_without_passport(tutorial: dict[str, Any], tmp_path: Path) -> None:
+    points = _history(tutorial["ledger"], tmp_path)
+    code = ("import duckdb, json, sys\n"
+            f"rows = duckdb.sql(\"\"\"SELECT run_id, \"ttft.any.p95\", \"ttft.any.p95.ci_low\", date, verdict "
+            f"FROM read_parquet('{tutorial['ledger']}/runs/*/*.parquet', hive_partitioning = true, "
+            "union_by_name = true) ORDER BY created_utc\"\"\").fetchall()\n"
+            "assert not any(m.startswith('passport') for m in sys.modules)\n"
+            "print(json.dumps(rows, default=str))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)
+    assert [r[0] for r in rows] == [p["run_id"] for p in points]
+    assert [r[1] for r in rows] == [p["value"] for p in points]  # the same floats, bit for bit
+    assert [r[2] for r in rows] == [p["ci_low"] for p in points]
+    assert all(r[3] == p["created_utc"][:10] for r, p in zip(rows, points))  # the date partition
+
+
+_PROBE = """<script>
+window.__errors = [];
+window.addEventListener("error", e => window.__errors.push(String(e.message || "error")), true);
+window.addEventListener("load", () => {
+  const svg = document.getElementById("trend");
+  const box = svg ? svg.getBoundingClientRect() : {width: 0};
+  const out = document.createElement("pre");
+  out.id = "probe";
+  out.textContent = `valid=${document.querySelectorAll("circle.point.valid").length} ` +
+    `hollow=${document.querySelectorAll("circle.point:not(.valid)").length} ` +
+    `novalue=${document.querySelectorAll("text.novalue").length} ` +
+    `flagged=${document.querySelectorAll("circle.flagged").length} ` +
+    `changes=${document.querySelectorAll("line.change").length} ` +
+    `rows=${document.querySelectorAll("#points tr").length - 1} width=${Math.round(box.width)} ` +
+    `errors=${window.__errors.length}`;
+  document.body.appendChild(out);
+});
+</script>"""
+
+
+def test_the_history_plot_renders_in_chromium(tutorial: dict[str, Any]) -> None:
+    page = tutorial["out"] / "history.html"
+    probed = page.with_name("probed.html")
+    probed.write_text(page.read_text().replace("</body>", _PROBE + "</body>"))
+    result = subprocess.run([chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+                             "--dump-dom", probed.as_uri()], capture_output=True, text=True, timeout=120)
+    match = re.search(r'<pre id="probe">(.*?)</pre>', result.stdout)
+    assert match, result.stderr[-2000:]
+    seen = dict(item.split("=") for item in match.group(1).split())
+    # six VALID runs drawn, the HOLD one a cross on the axis, v3 ringed, three build changes marked
+    assert seen == {"valid": "6", "hollow": "0", "novalue": "1", "flagged": "1", "changes": "3", "rows": "7",
+                    "width": "960", "errors": "0"}
+
+
+def test_runs_added_at_once_are_all_kept_once(tutorial: dict[str, Any], tmp_path: Path) -> None:
+    folders = sorted(str(p) for p in tutorial["out"].glob("v*/*/") if (p / "passport.json").is_file())
+    assert len(folders) == 7
+    ledger = tmp_path / "parallel"
+    adders = [subprocess.Popen([sys.executable, "-m", "passport.cli", "ledger", "add", "--ledger", str(ledger),
+                                *(folders if k % 2 else folders[::-1])], cwd=REPO, stdout=subprocess.PIPE, text=True)
+              for k in range(4)]
+    outputs = [a.communicate(timeout=300)[0] for a in adders]
+    assert all(a.returncode == 0 for a in adders), outputs
+    assert sum(o.count("added ") for o in outputs) == 7  # each run added by exactly one of the four
+    runs = [pq.read_table(p) for p in sorted((ledger / "runs").rglob("*.parquet"))]
+    ids = sorted(Path(f).name.rsplit("-", 1)[1] for f in folders)
+    assert sorted(t.column("run_id")[0].as_py() for t in runs) == ids
+    (ledger / "runs" / "junk.parquet").write_text("not parquet")
+    query = run_cli("ledger", "query", "--ledger", str(ledger), "SELECT count(*) AS n FROM runs")
+    assert query.returncode == 0 and re.search(r"^7$", query.stdout, re.M), query.stdout
+    assert "skipped" in query.stderr and "junk.parquet" in query.stderr
+
+
+def test_the_ledger_refuses_what_does_not_verify(tutorial: dict[str, Any], tmp_path: Path) -> None:
+    run = next(p for p in tutorial["out"].glob("v2/*/") if (p / "passport.json").is_file())
+    edited = tmp_path / "edited"
+    subprocess.run(["cp", "-r", str(run), str(edited)], check=True)
+    passport = json.loads((edited / "passport.json").read_text())
+    passport["verdict"] = "VALID" if passport["verdict"] != "VALID" else "INVALID"
+    (edited / "passport.json").write_text(json.dumps(passport))
+    result = run_cli("ledger", "add", "--ledger", str(tmp_path / "l"), str(edited))
+    assert result.returncode == 1 and "refused" in result.stdout and "verify found" in result.stdout
+    assert not (tmp_path / "l" / "runs").exists()
+
+
+def test_a_baseline_of_another_workload_or_not_valid_is_refused(tutorial: dict[str, Any], simulator: SimFactory,
+                                                                  tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "20", "--itl-ms", "2")
+    spec = yaml.safe_load((REPO / "specs/ledger-tutorial/spec.yaml").read_text())
+    spec["endpoint"]["base_url"], spec["canaries"] = url, "none"
+    spec["workload"]["output_tokens"]["value"] = 4  # another workload
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(spec))
+    done = run_cli("run", str(tmp_path / "other.yaml"), "--out", str(tmp_path / "out"), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    other = only_run_dir(tmp_path / "out")
+    base = next(p for p in tutorial["out"].glob("v1/*/") if (p / "passport.json").is_file())
+    gate = run_cli("gate", str(other), "--baseline", str(base), "--require", "ttft.any.p95 regression < 10%")
+    assert gate.returncode == 2 and "not comparable: workload differs" in gate.stderr, gate.stdout + gate.stderr
+    hold = next(p for p in tutorial["out"].glob("v4/*/") if (p / "passport.json").is_file())
+    gate = run_cli("gate", str(base), "--baseline", str(hold), "--require", "canaries no_new_failures")
+    assert gate.returncode == 2 and "is HOLD, not VALID" in gate.stderr
+    unread = run_cli("gate", str(base), "--require", "ttft.any.p95 regression < 10%")
+    assert unread.returncode == 2 and "reads a baseline: pass --baseline" in unread.stderr
+    none = run_cli("gate", str(other), "--baseline", f"ledger:{tutorial['ledger']}", "--require",
+                   "ttft.any.p95 regression < 10%")
+    assert none.returncode == 2 and "has no VALID run with this run's workload" in none.stderr
+
+
+def test_an_unchanged_campaign_passes_and_a_slower_arm_fails_arm_by_arm(tmp_path: Path) -> None:
+    def campaign(name: str, fast_ttft_ms: int) -> Path:
+        folder = tmp_path / name
+        folder.mkdir()
+        arms = [{"name": "fast", "engine": {"launch": f"{SIM} --ttft-ms {fast_ttft_ms} --itl-ms 2 --script SCRIPT"}},
+                {"name": "slow", "engine": {"launch": f"{SIM} --ttft-ms 40 --itl-ms 2 --script SCRIPT"}}]
+        spec = _campaign(folder, arms, repetitions=1)
+        done = run_cli("campaign", str(spec), "--out", str(folder / "out"), "--quiet", timeout_s=400)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return only_run_dir(folder / "out")
+
+    base, same, slower = campaign("base", 10), campaign("same", 10), campaign("slower", 20)
+    require = ["--require", "ttft.any.p50 regression < 15%", "--require", "canaries no_new_failures"]
+    passed = run_cli("gate", str(same), "--baseline", str(base), *require)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert passed.stdout.count("[fast]") == 2 and passed.stdout.count("[slow]") == 2
+    failed = run_cli("gate", str(slower), "--baseline", str(base), *require, "--junit", str(tmp_path / "c.xml"))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert re.search(r"^FAIL +ttft\.any\.p50 regression < 15% \[fast\]", failed.stdout, re.M)
+    assert re.search(r"^PASS +ttft\.any\.p50 regression < 15% \[slow\]", failed.stdout, re.M)
+    arm_run = next(base.rglob("passport.json")).parent
+    mixed = run_cli("gate", str(slower), "--baseline", str(arm_run), *require)
+    assert mixed.returncode == 2 and "a campaign is gated against a campaign" in mixed.stderr

@@ -15,10 +15,12 @@ one-character events. For each shape:
   per request and the lag p99 at each rate. passport always streams, so (a) is not its shape.
 
 The server is not the bottleneck when the bare client drives it at least twice as fast as passport
-paces (printed). Each rung also prints the headroom its own passport states (results.client.headroom,
-from the client calibration): the calibration is right when it falls through 1 near the measured
-ceiling, and its predicted CPU share sits near the measured one. Then long bodies both ways: a 100k-token prompt up and a 32k-token answer down,
-each against its short twin: passport's TTFT must not grow with the read buffer.
+paces (printed). Each rung also prints the headroom its own passport states
+(results.client.headroom, from the client calibration): the calibration is right when it falls
+through 1 near the measured ceiling, and its predicted CPU share sits near the measured one
+(s256's events arrive in one write here, far cheaper per chunk than an engine's spaced ones, which
+the calibration prices). Then long bodies both ways: a 100k-token prompt up and a 32k-token
+answer down, each against its short twin: passport's TTFT must not grow with the read buffer.
 
     .venv/bin/python benchmarks/roofline.py [--seconds 2] [--rates 500,1000,2000,3000,4000]
 """

@@ -47,6 +47,7 @@ from passport.audit._traffic import traffic_results
 from passport.audit._types import (
     CacheUsageFigures,
     ClientFigures,
+    PacerFigures,
     PeakMemoryFigures,
     ResultsFigures,
     ServerFigures,
@@ -237,7 +238,24 @@ def _process_figures(telemetry: pa.Table | None, server: ServerFigures | None,
             lag_p99 = float(np.percentile(loop_lag, 99))
     client: ClientFigures = {"cpu_share_mean": cpu_mean, "cpu_share_max": cpu_max, "loop_lag_p99_ms": lag_p99,
                              "dispatch_lag_p99_ms": None if dispatch_p99_s is None else dispatch_p99_s * 1000.0}
+    if telemetry is not None and telemetry.num_rows:
+        client["pacer"] = _pacer_figures(object_column(telemetry, "name"), numeric_column(telemetry, "value"))
     return peak, restarts, client
+
+
+def _pacer_figures(name: np.ndarray, value: np.ndarray) -> PacerFigures | None:
+    """The pacer's rows (passport.run._phase.record_pacer) summed over workers; None when it
+    sent nothing (a closed loop) or left no rows."""
+    def total(key: str) -> float:
+        return float(value[name == f"pacer_{key}"].sum())
+
+    sends = total("sends_raw") + total("sends_via_loop")
+    if not (name == "pacer_sends_raw").any() or sends + total("withdrawn") == 0:
+        return None
+    cpu_s = total("cpu_s")
+    return {"sends_raw": int(total("sends_raw")), "sends_via_loop": int(total("sends_via_loop")),
+            "withdrawn": int(total("withdrawn")), "armed_late": int(total("armed_late")), "cpu_s": cpu_s,
+            "cpu_us_per_send": cpu_s / sends * 1e6 if sends else None}
 
 
 def _worker_figures(run: RunData) -> list[WorkerFigures] | None:

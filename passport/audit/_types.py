@@ -19,7 +19,7 @@ except ImportError:  # an auditor's environment without pydantic: the standard o
 
 __all__ = [
     "Scalar", "RuleStatus", "StatFigures", "WindowFigures", "PeakMemoryFigures", "ClientFigures", "HeadroomFigures",
-    "HeadroomCalibration", "ServerFigures",
+    "PacerFigures", "HeadroomCalibration", "ServerFigures",
     "SloTargetFigures", "SloFigures", "CostRates", "WorkerFigures",
     "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
@@ -103,10 +103,22 @@ class HeadroomFigures(TypedDict):
     calibration: HeadroomCalibration
 
 
+class PacerFigures(TypedDict):
+    """The pacer thread's account of the timed phase, summed over workers (harness._pacer)."""
+
+    sends_raw: int  # written by the thread at their deadline
+    sends_via_loop: int  # handed to the event loop at their deadline (TLS: only its transport writes)
+    withdrawn: int  # taken back before their deadline (the connection closed first)
+    armed_late: int  # armed after their deadline had passed (the loop was behind)
+    cpu_s: float
+    cpu_us_per_send: float | None
+
+
 class ClientFigures(TypedDict):
     """This process's CPU share, loop lag and dispatch lag; `workers`: per worker process of a
     run sent by several (null: one); `headroom`: the run's load against the client's calibrated
-    ceiling (null: no calibration.json)."""
+    ceiling (null: no calibration.json); `pacer`: what the pacer thread did (null: no paced send,
+    e.g. a closed loop)."""
 
     cpu_share_mean: float | None
     cpu_share_max: float | None
@@ -114,6 +126,7 @@ class ClientFigures(TypedDict):
     dispatch_lag_p99_ms: float | None
     workers: NotRequired[list[WorkerFigures] | None]
     headroom: NotRequired[HeadroomFigures | None]
+    pacer: NotRequired[PacerFigures | None]
 
 
 class ServerFigures(TypedDict):

@@ -219,6 +219,13 @@ def _results_blocks(p: Passport) -> list[Block]:
     headroom = c.get("headroom")
     if headroom is not None:
         blocks.append(Para(headroom_sentence(headroom)))
+    pacer = c.get("pacer")
+    if pacer is not None:
+        blocks.append(Para(
+            f"Pacer: {pacer['sends_raw']:,} sends written by its thread at their deadline, {pacer['sends_via_loop']:,} "
+            f"handed to the event loop (TLS), {pacer['withdrawn']:,} withdrawn, {pacer['armed_late']:,} armed after "
+            f"their deadline (the loop was behind); {pacer['cpu_s']:.3f} s of its thread's CPU"
+            + (f", {pacer['cpu_us_per_send']:.0f} us per send." if pacer["cpu_us_per_send"] is not None else ".")))
     workers = c.get("workers")
     if workers:
         blocks.append(Table(["worker", "requests", "CPU share mean", "CPU share max", "loop lag p99 ms",

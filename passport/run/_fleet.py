@@ -32,6 +32,7 @@ from passport.run._phase import (
     new_runner,
     open_connections,
     quiet_interpreter,
+    record_pacer,
     start_beside,
     stopping,
 )
@@ -73,6 +74,7 @@ async def worker_phase(part: Part, client: Transport, share: WorkerShare, folder
     finally:
         await beside.end()
         await client.aclose()
+        record_pacer(client, telemetry_w, part.t0_ns)
         halt.close(shard)
     return results, halt.reason
 

@@ -10,6 +10,7 @@ from passport.run._phase import (
     new_runner,
     open_connections,
     quiet_interpreter,
+    record_pacer,
     run_loop,
     start_beside,
     stopping,
@@ -41,5 +42,6 @@ async def _timed(inputs: TimedInputs) -> TimedOutcome:
     finally:
         await beside.end()
         await inputs.client.aclose()
+        record_pacer(inputs.client, telemetry_w, inputs.t0_ns)
         halt.close(writers)
     return TimedOutcome(results, halt.reason)

@@ -47,7 +47,7 @@ from workloads import LoadedTokenizer
 
 __all__ = ["Part", "TimedInputs", "TimedOutcome", "Backend", "Stopping", "stopping", "EngineWatch", "Beside",
            "start_beside", "quiet_interpreter", "new_runner", "open_connections", "run_loop", "raw_writers",
-           "MAX_PRECONNECT"]
+           "record_pacer", "MAX_PRECONNECT"]
 
 _SWITCH_INTERVAL_S = 0.0005  # while timing: a worker thread yields the GIL to the loop within 0.5 ms
 MAX_PRECONNECT = 64  # connections opened before the first send, at most (more open as the load needs them)
@@ -317,6 +317,21 @@ def start_beside(inputs: TimedInputs, telemetry: TableWriter, halt: Stopping, cl
     canaries_done = asyncio.Event()
     under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
     return Beside(halt, watch, background, canaries_done, under_load)
+
+
+def record_pacer(client: Transport, telemetry: TableWriter, t0_ns: int) -> None:
+    """The pacer's own account of the phase (sends it wrote, sends handed to the loop, withdrawn,
+    armed late, its thread's CPU seconds) as telemetry rows of source `client`, once the client is
+    closed (its pacer stopped); nothing for a transport without a pacer."""
+    pacer = getattr(client, "pacer", None)
+    if pacer is None:
+        return
+    stats = pacer.stats
+    t_ns = time.perf_counter_ns() - t0_ns
+    for name, value in (("pacer_sends_raw", stats.raw), ("pacer_sends_via_loop", stats.via_loop),
+                        ("pacer_withdrawn", stats.withdrawn), ("pacer_armed_late", stats.armed_late),
+                        ("pacer_cpu_s", stats.cpu_s)):
+        telemetry.append_row({"t_ns": t_ns, "source": "client", "name": name, "value": float(value)})
 
 
 def new_runner(part: Part, client: Transport, requests: TableWriter, chunks: TableWriter, stop: asyncio.Event,

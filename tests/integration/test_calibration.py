@@ -64,6 +64,11 @@ def test_every_run_states_its_headroom_and_verify_recomputes_it(
     assert headroom["factor"] == pytest.approx(by_hand["factor"], rel=1e-9)
     assert headroom["requests_per_s"] == pytest.approx(50, rel=0.2)  # what was asked, near enough
     assert "Client headroom:" in (run / "report.md").read_text()
+    # the pacer's own account: every request of this open loop written by its thread (no TLS here)
+    pacer = passport["results"]["client"]["pacer"]
+    sent = int(pq.read_table(run / "requests.parquet").column("sent_ns").drop_null().length())
+    assert pacer["sends_raw"] + pacer["sends_via_loop"] == sent and pacer["sends_via_loop"] == 0
+    assert pacer["cpu_s"] > 0 and 0 < pacer["cpu_us_per_send"] < 100_000
     assert run_cli("verify", str(run)).returncode == 0
 
     cal = json.loads((run / "calibration.json").read_text())

@@ -102,9 +102,13 @@ def _absolute(args: argparse.Namespace, texts: list[str]) -> tuple[str, list[Any
 
 def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
     """The baseline conditions, each pair (run or arm) against its baseline, Holm-corrected together."""
-    from passport.judge import GateError, trusted_campaign
+    from passport.judge import INVARIANTS, GateError, trusted_campaign
     from passport.judge._baseline import Pair, campaign_pairs, evaluate_against, finish
 
+    unknown = [name for name in args.allow if name not in INVARIANTS or name == "validity"]
+    if unknown:
+        raise GateError(f"--allow {unknown[0]!r}: not an invariant a baseline may differ in; use one of "
+                        f"{', '.join(n for n in INVARIANTS if n != 'validity')} (the baseline must be VALID)")
     campaign = (args.run_dir / "campaign.json").is_file()
     spec = str(args.baseline)
     if spec.startswith("ledger:"):
@@ -148,8 +152,9 @@ def _report(args: argparse.Namespace, name: str, results: list[Any], against: li
     inconclusive = sum(r.status == "INCONCLUSIVE" for r in against)
     failed = sum(not r.passed for r in results) + sum(r.status == "FAIL" for r in against)
     counted = failed + (inconclusive if args.inconclusive == "fail" else 0)
-    note = (f"; {inconclusive} INCONCLUSIVE, counted as {'failing' if args.inconclusive == 'fail' else 'passing'} "
-            f"(--inconclusive {args.inconclusive})" if inconclusive else "")
+    policy = f"INCONCLUSIVE counts as {'failing' if args.inconclusive == 'fail' else 'passing'} (--inconclusive " \
+             f"{args.inconclusive})"
+    note = (f"; {inconclusive} INCONCLUSIVE; {policy}" if inconclusive else f"; {policy}") if against else ""
     print(f"Gate: {'PASSED' if not counted else 'FAILED'} ({len(lines) - failed - inconclusive} of {len(lines)} "
           f"conditions met{note})")
     if args.junit:

@@ -13,6 +13,9 @@ one-character events. For each shape:
 - `passport`: `passport run` open loops (Poisson) at rising rates; its roofline is the highest
   rate whose dispatch lag p99 is <= 1 ms with >= 95 % of the offered rate achieved, with the CPU us
   per request and the lag p99 at each rate. passport always streams, so (a) is not its shape.
+- `pacer`: the bare pacer, the same timer with no HTTP (harness's Pacer writing Poisson deadlines,
+  armed 3 ms ahead as the runner arms them, to a socket pair), at each rung's rate and at the
+  goal's 2,000/s: passport's lag p99 is printed as a ratio to it.
 
 The server is not the bottleneck when the bare client drives it at least twice as fast as passport
 paces (printed). Each rung also prints the headroom its own passport states
@@ -40,6 +43,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow.parquet as pq
@@ -148,17 +152,69 @@ async def _aiohttp(port: int, shape: str, seconds: float) -> tuple[int, float]:
     return done[0], (_cpu_s() - cpu0) / max(1, done[0]) * 1e6
 
 
-def _client_main(name: str, port: int, shape: str, seconds: float) -> None:
+def _lag_of(lags: list[int], deadline_ns: int) -> Callable[[int], None]:
+    return lambda sent_ns: lags.append(sent_ns - deadline_ns)
+
+
+def _ignore(rest: bytes) -> None:
+    raise AssertionError("a socket pair takes the whole request")
+
+
+async def _bare_pacer(rate: float, seconds: float) -> dict[str, float]:
+    """The pacer alone: Poisson deadlines at `rate`, each armed ARM_NS ahead from the loop as the
+    runner arms them, written by harness's Pacer to a socket pair whose far end a thread drains;
+    no HTTP, no parse, no record. Its lag (write time - deadline) is the floor passport's is
+    measured against."""
+    import socket
+    import threading
+
+    import numpy as np
+
+    from harness._pacer import PacedSend, Pacer
+    from harness._runner import ARM_NS
+
+    near, far = socket.socketpair()
+    def drain() -> None:
+        while far.recv(65536):
+            pass
+
+    threading.Thread(target=drain, daemon=True).start()
+    pacer = Pacer()
+    pacer.start()
+    gaps = np.random.default_rng(0).exponential(1e9 / rate, int(rate * seconds))
+    start = time.perf_counter_ns() + 50_000_000
+    deadlines = (start + np.cumsum(gaps)).astype(np.int64)
+    lags: list[int] = []
+    cpu0 = _cpu_s()
+    for deadline in deadlines:
+        wait = (int(deadline) - ARM_NS - time.perf_counter_ns()) / 1e9
+        if wait > 0:
+            await asyncio.sleep(wait)
+        pacer.submit(PacedSend(int(deadline), BODY, os.dup(near.fileno()), _lag_of(lags, int(deadline)), _ignore))
+    await asyncio.sleep(0.05)
+    stats = pacer.stop()
+    cpu_us = (_cpu_s() - cpu0) / len(deadlines) * 1e6
+    near.close()
+    lag = np.array(lags) / 1e6
+    return {"rate": rate, "lag_p50_ms": float(np.percentile(lag, 50)), "lag_p99_ms": float(np.percentile(lag, 99)),
+            "sends": float(len(lags)), "cpu_us": cpu_us, "pacer_cpu_us": stats.cpu_s / len(deadlines) * 1e6}
+
+
+def _client_main(name: str, port: int, shape: str, seconds: float, rate: float) -> None:
     import uvloop
 
+    if name == "pacer":
+        print(json.dumps(uvloop.run(_bare_pacer(rate, seconds))))
+        return
     t0 = time.monotonic()
     n, cpu_us = uvloop.run((_bare if name == "bare" else _aiohttp)(port, shape, seconds))
     print(json.dumps({"rate": n / (time.monotonic() - t0), "cpu_us": cpu_us}))
 
 
-def run_client(name: str, port: int, shape: str, seconds: float) -> dict[str, float]:
+def run_client(name: str, port: int, shape: str, seconds: float, rate: float = 0.0) -> dict[str, float]:
     out = subprocess.run(["taskset", "-c", "0", sys.executable, __file__, "--client", name, "--port", str(port),
-                          "--shape", shape, "--seconds", str(seconds)], capture_output=True, text=True, check=True)
+                          "--shape", shape, "--seconds", str(seconds), "--rate", str(rate)], capture_output=True,
+                         text=True, check=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
@@ -229,12 +285,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--rates", default="500,1000,2000,3000,4000,6000")
-    parser.add_argument("--client", choices=("bare", "aiohttp"), help=argparse.SUPPRESS)
+    parser.add_argument("--client", choices=("bare", "aiohttp", "pacer"), help=argparse.SUPPRESS)
+    parser.add_argument("--rate", type=float, default=0.0, help=argparse.SUPPRESS)
     parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--shape", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.client:
-        _client_main(args.client, args.port, args.shape, args.seconds)
+        _client_main(args.client, args.port, args.shape, args.seconds, args.rate)
         return
     binary = build_server()
     port = _free_port()
@@ -261,10 +318,17 @@ def main() -> None:
                   f"{best:9,.0f} {at_best['cpu_us']:7.1f} {best / bare['rate']:14.2f} "
                   f"{bare['rate'] / max(best, 1):14.1f}")
             for step in ladder:
+                floor = run_client("pacer", port, shape, args.seconds, step["rate"])
                 print(f"       passport at {step['rate']:6,.0f}/s: achieved {step['achieved']:7,.0f}/s, dispatch lag "
-                      f"p99 {step['lag_p99_ms']:6.3f} ms, {step['cpu_us']:6.1f} us CPU per request, "
+                      f"p99 {step['lag_p99_ms']:6.3f} ms (the bare pacer's {floor['lag_p99_ms']:.3f} ms, "
+                      f"x{step['lag_p99_ms'] / max(floor['lag_p99_ms'], 1e-6):.1f}), "
+                      f"{step['cpu_us']:6.1f} us CPU per request, "
                       f"CPU share {step['cpu_share']:.2f} (calibration predicts {step['predicted_share']:.2f}), "
                       f"passport's headroom {step['headroom']:.2f}, ok {step['ok']:.0%}")
+        goal = run_client("pacer", port, "s1", args.seconds, 2000.0)
+        print(f"the bare pacer (the same timer, no HTTP) at 2,000/s: dispatch lag p50 {goal['lag_p50_ms']:.3f} ms, "
+              f"p99 {goal['lag_p99_ms']:.3f} ms; {goal['cpu_us']:.1f} us CPU per send ({goal['pacer_cpu_us']:.1f} in "
+              "the pacer's thread)")
         short_up, long_up = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s1", 100_000, work)
         short_down, long_down = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s32768", 8, work)
         print(f"long bodies (passport, 4 requests/s, TTFT p50): 100k-token prompt {long_up:.2f} ms vs 8 tokens "

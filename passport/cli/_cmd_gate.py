@@ -147,8 +147,9 @@ def _report(args: argparse.Namespace, name: str, results: list[Any], against: li
     lines = [(("PASS" if r.passed else "FAIL"), r.condition.text, r.message) for r in results]
     lines += [(r.status, r.text + (f" [{r.scope}]" if r.scope else ""), baseline_line(r)) for r in against]
     width = max(len(text) for _, text, _ in lines)
+    status_width = max(len(status) for status, _, _ in lines)  # PASS/FAIL, wider with an INCONCLUSIVE
     for status, text, message in lines:
-        print(f"{status:<12}  {text:<{width}}  {message}")
+        print(f"{status:<{status_width}}  {text:<{width}}  {message}")
     inconclusive = sum(r.status == "INCONCLUSIVE" for r in against)
     failed = sum(not r.passed for r in results) + sum(r.status == "FAIL" for r in against)
     counted = failed + (inconclusive if args.inconclusive == "fail" else 0)

@@ -64,7 +64,7 @@ def test_the_tutorials_gates_say_what_happened(tutorial: dict[str, Any]) -> None
     props = {p.get("name"): p.get("value") for p in ttft.iter("property")}
     assert props["verdict"] == "FAIL" and ttft.find("failure") is not None
     base, now = float(props["baseline"] or 0), float(props["current"] or 0)
-    assert 0.019 < base < 0.024 and 0.029 < now < 0.034  # the scripted TTFTs, 20 ms and 30 ms, plus the client
+    assert 0.019 < base < 0.03 and 0.029 < now < 0.045  # the scripted TTFTs, 20 ms and 30 ms, plus the client
     low, high = json.loads(props["interval"] or "[]")
     assert 0.1 < low <= float(props["change"] or 0) <= high
 

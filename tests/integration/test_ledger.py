@@ -141,10 +141,10 @@ def test_runs_added_at_once_are_all_kept_once(tutorial: dict[str, Any], tmp_path
     ledger = tmp_path / "parallel"
     adders = [subprocess.Popen([sys.executable, "-m", "passport.cli", "ledger", "add", "--ledger", str(ledger),
                                 *(folders if k % 2 else folders[::-1])], cwd=REPO, stdout=subprocess.PIPE, text=True)
-              for k in range(4)]
+              for k in range(2)]  # two at once on a 2-core machine: every add races the other's
     outputs = [a.communicate(timeout=300)[0] for a in adders]
     assert all(a.returncode == 0 for a in adders), outputs
-    assert sum(o.count("added ") for o in outputs) == 7  # each run added by exactly one of the four
+    assert sum(o.count("added ") for o in outputs) == 7  # each run added by exactly one of the two
     runs = [pq.read_table(p) for p in sorted((ledger / "runs").rglob("*.parquet"))]
     ids = sorted(Path(f).name.rsplit("-", 1)[1] for f in folders)
     assert sorted(t.column("run_id")[0].as_py() for t in runs) == ids

@@ -113,7 +113,9 @@ class ClientCalibration:
 def _key() -> str:
     """What the pipeline's cost depends on, hashed: the harness's source, Python, uvloop, the CPU."""
     digest = hashlib.sha256()
-    harness_dir = Path(__file__).resolve().parents[2] / "harness"
+    import harness
+
+    harness_dir = Path(harness.__file__).resolve().parent
     for path in sorted(harness_dir.rglob("*.py")):
         digest.update(path.relative_to(harness_dir).as_posix().encode())
         digest.update(path.read_bytes())

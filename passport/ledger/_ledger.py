@@ -91,7 +91,9 @@ def connect(ledger: Path) -> tuple[Any, list[tuple[Path, str]]]:
     if not Path(ledger).is_dir():
         raise LedgerError(f"no ledger at {ledger}: `passport ledger add {ledger} RUN` starts one")
     con = duckdb.connect()
-    skipped: list[tuple[Path, str]] = []
+    skipped: list[tuple[Path, str]] = [(path, "not in a ledger table's folder (runs/, canary_cases/, arms/)")
+                                       for path in sorted(Path(ledger).iterdir())
+                                       if path.name not in TABLES and not path.name.startswith(".")]
     for table in TABLES:
         files: LedgerFiles = ledger_files(ledger, table)
         skipped += files.skipped

@@ -149,9 +149,11 @@ def test_runs_added_at_once_are_all_kept_once(tutorial: dict[str, Any], tmp_path
     ids = sorted(Path(f).name.rsplit("-", 1)[1] for f in folders)
     assert sorted(t.column("run_id")[0].as_py() for t in runs) == ids
     (ledger / "runs" / "junk.parquet").write_text("not parquet")
+    (ledger / "notes.csv").write_text("a,b\n")
     query = run_cli("ledger", "query", "--ledger", str(ledger), "SELECT count(*) AS n FROM runs")
     assert query.returncode == 0 and re.search(r"^7$", query.stdout, re.M), query.stdout
-    assert "skipped" in query.stderr and "junk.parquet" in query.stderr
+    assert "junk.parquet: not readable Parquet" in query.stderr
+    assert "notes.csv: not in a ledger table's folder" in query.stderr
 
 
 def test_the_ledger_refuses_what_does_not_verify(tutorial: dict[str, Any], tmp_path: Path) -> None:

@@ -47,9 +47,10 @@ def add(sub: Any, epilog: str) -> None:
         "ledger", help="keep every passport in one queryable ledger (append-only Parquet)",
         description="The ledger is a folder of append-only Parquet files, partitioned by the run's date: a table "
                     "of runs (identity with provenance, protocol hashes, verdict, every metric's statistics and "
-                    "interval, cost), one of canary cases and one of campaign arms. Plain DuckDB, pandas, Spark or "
-                    "Trino read it without passport: read_parquet('DIR/runs/*/*.parquet', hive_partitioning=true, "
-                    "union_by_name=true). Raw logs stay where they are, referenced by path and hash.",
+                    "interval, cost), one of canary cases and one of campaign arms. Plain DuckDB (and pandas through "
+                    "it), Spark or Trino read it without passport, unifying the files' columns by name: "
+                    "read_parquet('DIR/runs/*/*.parquet', hive_partitioning=true, union_by_name=true). Raw logs stay "
+                    "where they are, referenced by path and hash.",
         epilog="examples:\n  passport ledger add --ledger ~/ledger results/*/\n"
                "  PASSPORT_LEDGER=~/ledger passport ledger query \"SELECT run_id, verdict, \\\"ttft.any.p99\\\" FROM "
                "runs ORDER BY created_utc\"",

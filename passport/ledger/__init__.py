@@ -1,7 +1,7 @@
-"""The ledger: every passport's history in append-only Parquet that any reader takes (DuckDB,
-pandas, Spark, Trino), and what passport reads from it: SQL queries, a metric's history with a
-change detector and an HTML trend plot, and a baseline for `passport gate`. Layout and
-concurrency: `_store.py`; the columns: `_rows.py`."""
+"""The ledger: every passport's history in append-only Parquet that any reader unifying columns
+by name takes (DuckDB, Spark, Trino; pandas through DuckDB), and what passport reads from it: SQL
+queries, a metric's history with a change detector and an HTML trend plot, and a baseline for
+`passport gate`. Layout and concurrency: `_store.py`; the columns: `_rows.py`."""
 
 from __future__ import annotations
 

@@ -24,7 +24,9 @@ def test_the_summary_names_the_hashes_the_run_then_carries_and_schedules_are_byt
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
     url = simulator("--ttft-ms", "1", "--itl-ms", "1")
-    spec = write_spec(_spec(url, LOAD, workload=WORKLOAD))
+    # the subject is hashes and schedules: a busy machine's late completions (the achieved-rate
+    # rule: 0.78 of 30 requests' offered rate once in CI beside a campaign test) are not
+    spec = write_spec(_spec(url, LOAD, workload=WORKLOAD, validity={"min_achieved_rate_fraction": 0.1}))
     summary = run_cli("workload", str(spec))
     assert summary.returncode == 0, summary.stderr
     lines = summary.stdout.splitlines()

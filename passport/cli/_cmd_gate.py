@@ -62,8 +62,9 @@ def main(args: argparse.Namespace) -> ExitCode:
     texts = list(args.require) + (load_gate_file(args.file) if args.file else [])
     if not texts:
         raise GateError("no conditions: pass --require 'CONDITION' or --file GATE.yaml")
-    against = [c for c in (parse_baseline_condition(t) for t in texts) if c is not None]
-    absolute = [t for t in texts if parse_baseline_condition(t) is None]
+    parsed = [(text, parse_baseline_condition(text)) for text in texts]
+    against = [condition for _, condition in parsed if condition is not None]
+    absolute = [text for text, condition in parsed if condition is None]
     if against and not args.baseline:
         raise GateError(f"gate condition {against[0].text!r} reads a baseline: pass --baseline RUN, CAMPAIGN or "
                         "ledger:DIR")
@@ -142,6 +143,7 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
 
 
 def _report(args: argparse.Namespace, name: str, results: list[Any], against: list[Any]) -> ExitCode:
+    from passport.judge._baseline import counts_as_failing
     from passport.report import baseline_line, junit_gate
 
     lines = [(("PASS" if r.passed else "FAIL"), r.condition.text, r.message) for r in results]
@@ -152,7 +154,7 @@ def _report(args: argparse.Namespace, name: str, results: list[Any], against: li
         print(f"{status:<{status_width}}  {text:<{width}}  {message}")
     inconclusive = sum(r.status == "INCONCLUSIVE" for r in against)
     failed = sum(not r.passed for r in results) + sum(r.status == "FAIL" for r in against)
-    counted = failed + (inconclusive if args.inconclusive == "fail" else 0)
+    counted = sum(not r.passed for r in results) + sum(counts_as_failing(r.status, args.inconclusive) for r in against)
     policy = f"INCONCLUSIVE counts as {'failing' if args.inconclusive == 'fail' else 'passing'} (--inconclusive " \
              f"{args.inconclusive})"
     note = (f"; {inconclusive} INCONCLUSIVE; {policy}" if inconclusive else f"; {policy}") if against else ""

@@ -53,7 +53,8 @@ from passport.judge._stats import Test, difference, holm
 from passport.model import Passport, read_passport
 
 __all__ = ["BaselineCondition", "BaselineResult", "NotComparable", "Regression", "NoNewFailures",
-           "parse_baseline_condition", "evaluate_against", "finish", "RATES", "QUANTILES", "Pair", "campaign_pairs"]
+           "parse_baseline_condition", "evaluate_against", "finish", "counts_as_failing", "RATES", "QUANTILES", "Pair",
+           "campaign_pairs"]
 
 Status = Literal["PASS", "FAIL", "INCONCLUSIVE"]
 QUANTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
@@ -225,6 +226,11 @@ def _regression(condition: Regression, pair: StatPair, scope: str, current_verdi
         result.status = "INCONCLUSIVE"
         result.message = f"beyond the tolerance but untested: {pair.untestable}"
     return result
+
+
+def counts_as_failing(status: Status, inconclusive: str) -> bool:
+    """Whether a baseline condition's verdict fails the gate under `--inconclusive fail|pass`."""
+    return status == "FAIL" or (status == "INCONCLUSIVE" and inconclusive == "fail")
 
 
 def _within(condition: Regression, change: float) -> bool:

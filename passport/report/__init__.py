@@ -29,7 +29,7 @@ if TYPE_CHECKING:
         to_markdown,
         write_reports,
     )
-    from passport.report._junit import junit_cases, junit_gate, junit_xml
+    from passport.report._junit import junit_cases, junit_gate
     from passport.report._plots import CDF_METRICS, SweepPoint, latency_cdfs, sweep_curve, timeline
     from passport.report._run_report import (
         HEADLINE_METRICS,
@@ -65,7 +65,6 @@ __all__ = [
     "comparison_blocks",
     "headline_lines",
     "junit_cases",
-    "junit_xml",
     "junit_gate",
     "baseline_line",
     "latency_cdfs",
@@ -97,7 +96,7 @@ _HOME = {name: module for module, names in {
         "render_reports", "to_html", "to_markdown", "write_reports",
     ),
     "passport.report._junit": (
-        "junit_cases", "junit_xml", "junit_gate",
+        "junit_cases", "junit_gate",
     ),
     "passport.report._plots": (
         "CDF_METRICS", "SweepPoint", "latency_cdfs", "sweep_curve", "timeline",

@@ -9,7 +9,7 @@ import pytest
 from passport import Passport
 from passport.judge import GateError, evaluate_gate, load_gate_file, parse_condition, resolve_campaign_name
 from passport.judge._baseline import parse_baseline_condition
-from passport.report import junit_xml
+from passport.report import junit_gate
 from tests.conftest import REPO
 from tests.unit.passport.conftest import stat_of
 
@@ -77,7 +77,7 @@ def test_conditions_that_cannot_be_understood_are_usage_errors(text: str, error:
 
 def test_junit_has_a_case_per_condition_and_a_failure_per_failed_one(passport: Passport) -> None:
     results = evaluate_gate(passport, [parse_condition("ttft.any.p99 < 2s"), parse_condition("error_rate < 0.1%")])
-    suite = ElementTree.fromstring(junit_xml("run", results).split("?>", 1)[1])
+    suite = ElementTree.fromstring(junit_gate("run", results, [], "fail").split("?>", 1)[1])
     assert (suite.get("tests"), suite.get("failures")) == ("2", "1")
     cases = suite.findall("testcase")
     assert [c.get("name") for c in cases] == ["ttft.any.p99 < 2s", "error_rate < 0.1%"]

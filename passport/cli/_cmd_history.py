@@ -7,7 +7,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from passport.cli._cmd_ledger import add_ledger_option, ledger_dir
+from passport.cli._cmd_ledger import add_ledger_option, ledger_dir, print_skipped
 from passport.cli._exit import ExitCode
 
 __all__ = ["add", "main"]
@@ -38,20 +38,18 @@ def add(sub: Any, epilog: str) -> None:
 def main(args: argparse.Namespace) -> ExitCode:
     import json
 
-    from passport.ledger import history, history_html, history_json
+    from passport.ledger import figure_scale, history, history_html, history_json
 
     h = history(ledger_dir(args), args.metric, args.by, list(args.where))
-    for path, why in h.skipped:
-        print(f"skipped {path}: {why}")
+    print_skipped(h.skipped)
     args.html.write_text(history_html(h))
     if args.json:
         print(json.dumps(history_json(h), indent=1))
     else:
-        scale = 1.0 if args.metric.startswith(("throughput.", "goodput.")) else 1000.0
-        unit = "" if scale == 1.0 else " ms"
+        scale, unit = figure_scale(args.metric)
 
         def fmt(v: float | None) -> str:
-            return "—" if v is None else f"{v * scale:.4g}{unit}"
+            return "—" if v is None else f"{v * scale:.4g} {unit}"
 
         print(f"{'created (UTC)':<25} {'run':<40} {args.by or '':<16} {'verdict':<10} {'value':>12}  "
               f"{'interval':<26} moved")

@@ -9,7 +9,7 @@ from typing import Any
 
 from passport.cli._exit import ExitCode
 
-__all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV", "add_when_asked"]
+__all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV", "add_when_asked", "print_skipped"]
 
 LEDGER_ENV = "PASSPORT_LEDGER"
 
@@ -69,7 +69,8 @@ def add(sub: Any, epilog: str) -> None:
     add_ledger_option(querying)
 
 
-def _skipped(skipped: list[tuple[Path, str]]) -> None:
+def print_skipped(skipped: list[tuple[Path, str]]) -> None:
+    """Each ledger file a read left out, and why, on stderr (stdout may be JSON)."""
     import sys
 
     for path, why in skipped:
@@ -89,7 +90,7 @@ def main(args: argparse.Namespace) -> ExitCode:
             print(f"{added.status:<8} {folder}: {added.message}")
         return ExitCode.of(not refused)
     columns, rows, skipped = query(ledger, args.sql)
-    _skipped(skipped)
+    print_skipped(skipped)
     if args.json:
         import json
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from passport.ledger._history import WINDOW, History, Point, history, history_json
 from passport.ledger._ledger import Added, Baseline, LedgerError, add, connect, pick_baseline, query
-from passport.ledger._plot import history_html
+from passport.ledger._plot import figure_scale, history_html
 from passport.ledger._store import TABLES, ledger_files
 
 __all__ = ["Added", "Baseline", "History", "LedgerError", "Point", "TABLES", "WINDOW", "add", "connect", "history",
-           "history_html", "history_json", "ledger_files", "pick_baseline", "query"]
+           "history_html", "history_json", "figure_scale", "ledger_files", "pick_baseline", "query"]

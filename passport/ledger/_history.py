@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from passport.ledger._ledger import column_of, connect, where_clause
+from passport.ledger._ledger import column_of, connect, quote_name, runs_columns, where_clause
 
 __all__ = ["Point", "History", "history", "history_json", "WINDOW", "ANNOTATED"]
 
@@ -70,10 +70,6 @@ class History:
     window: int = WINDOW
 
 
-def _quote(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
 def _detect(points: list[Point], window: int) -> None:
     """Flag, per series, each VALID point outside its last `window` VALID points' envelope, and
     note what changed in its identity since the point before it."""
@@ -97,7 +93,7 @@ def history(ledger: Path, metric: str, by: str | None, filters: list[str], windo
     """The history of `metric` (a runs column: `ttft.any.p99`) over the ledger (see the module
     docstring); passport.ledger.LedgerError naming an unknown metric or field."""
     con, skipped = connect(ledger)
-    columns = {d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description or []}
+    columns = runs_columns(con)
     if "run_id" not in columns or "workload_sha256" not in columns:
         return History(metric, by, [], skipped, window)
     value = column_of(metric, columns)
@@ -105,11 +101,11 @@ def history(ledger: Path, metric: str, by: str | None, filters: list[str], windo
     wanted = ([by_column] if by_column else []) + [f"identity.{k}" for k in ANNOTATED] + ["harness.git_revision"]
     shown = [c for c in dict.fromkeys(wanted) if c in columns]
     low, high = f"{value}.ci_low", f"{value}.ci_high"
-    select = [_quote(value), *(_quote(c) if c in columns else "NULL" for c in (low, high))]
+    select = [quote_name(value), *(quote_name(c) if c in columns else "NULL" for c in (low, high))]
     condition, params = where_clause(filters, columns)
     rows = con.execute(
         f"SELECT run_id, created_utc, verdict, workload_sha256 || '/' || schedule_sha256, run_dir, {', '.join(select)}"
-        + "".join(f", CAST({_quote(c)} AS VARCHAR)" for c in shown)
+        + "".join(f", CAST({quote_name(c)} AS VARCHAR)" for c in shown)
         + f" FROM runs WHERE {condition} ORDER BY created_utc, added_utc", params).fetchall()
     points = []
     for row in rows:

@@ -22,7 +22,8 @@ from passport.ledger._rows import arm_rows, canary_rows, identity_column, run_ro
 from passport.ledger._store import TABLES, LedgerFiles, ledger_files, write_rows
 from passport.model import Passport, read_passport
 
-__all__ = ["LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause", "Baseline", "column_of"]
+__all__ = ["LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause", "Baseline", "column_of",
+           "quote_name", "runs_columns"]
 
 
 class LedgerError(PassportError):
@@ -120,6 +121,11 @@ def query(ledger: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]], lis
     return columns, result.fetchall(), skipped
 
 
+def runs_columns(con: Any) -> set[str]:
+    """The columns of the runs view on `con` (every file's, unified by name)."""
+    return {d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description or []}
+
+
 def column_of(name: str, columns: set[str]) -> str:
     """The runs column a user's name means: itself, or an identity field's column
     (`engine.name` -> `identity.engine.name`); LedgerError with the close ones when neither."""
@@ -133,7 +139,8 @@ def column_of(name: str, columns: set[str]) -> str:
     raise LedgerError(f"the ledger's runs have no column {name!r}{hint}")
 
 
-def _quote(name: str) -> str:
+def quote_name(name: str) -> str:
+    """A column name as a SQL identifier (the runs table's names are dotted)."""
     return '"' + name.replace('"', '""') + '"'
 
 
@@ -144,7 +151,7 @@ def where_clause(filters: list[str], columns: set[str]) -> tuple[str, list[Any]]
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise LedgerError(f"--where {item!r}: write FIELD=VALUE, e.g. engine.name=vllm")
-        parts.append(f"CAST({_quote(column_of(key.strip(), columns))} AS VARCHAR) = ?")
+        parts.append(f"CAST({quote_name(column_of(key.strip(), columns))} AS VARCHAR) = ?")
         params.append(value.strip())
     return (" AND ".join(parts) or "true"), params
 
@@ -164,7 +171,7 @@ def pick_baseline(ledger: Path, current: Passport, filters: list[str]) -> Baseli
     `filters`, other than `current` itself; its folder must still hold the passport the ledger
     recorded. LedgerError saying what was looked for when there is none."""
     con, _ = connect(ledger)
-    columns = {d[0] for d in con.execute("SELECT * FROM runs LIMIT 0").description or []}
+    columns = runs_columns(con)
     if "workload_sha256" not in columns:
         raise LedgerError(f"the ledger at {ledger} holds no runs yet")
     condition, params = where_clause(filters, columns)

@@ -10,14 +10,15 @@ import html
 
 from passport.ledger._history import History, Point
 
-__all__ = ["history_html"]
+__all__ = ["history_html", "figure_scale"]
 
 _W, _H, _LEFT, _RIGHT, _TOP, _BOTTOM = 960, 420, 80, 200, 30, 60
 _PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
 
 
-def _scale(metric: str) -> tuple[float, str]:
-    """(multiplier, unit) for the axis: latencies (seconds) in ms, rates as they are."""
+def figure_scale(metric: str) -> tuple[float, str]:
+    """(multiplier, unit) a history shows a metric in: latencies (seconds) in ms, rates and
+    counts as they are."""
     return (1.0, "/s") if metric.startswith(("throughput.", "goodput.")) or metric.endswith(".n") else (1000.0, "ms")
 
 
@@ -27,7 +28,7 @@ def _fmt(value: float | None, factor: float) -> str:
 
 def history_html(h: History) -> str:
     """The page (see the module docstring)."""
-    factor, unit = _scale(h.metric)
+    factor, unit = figure_scale(h.metric)
     drawn = [p for p in h.points if p.bounds is not None]
     values = [b for p in drawn if (bounds := p.bounds) is not None for b in bounds]
     low, high = (min(values), max(values)) if values else (0.0, 1.0)

@@ -22,6 +22,7 @@ Pure functions of the passport; `passport.ledger._store` writes them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from passport.audit import canonical_json, load_table, sha256_bytes
@@ -111,8 +112,6 @@ def run_row(p: Passport, run_dir: str, added_utc: str) -> dict[str, Any]:
 
 def canary_rows(p: Passport, run_dir: str) -> list[dict[str, Any]]:
     """One `canary_cases` row per case the run checked (canaries.parquet), with the run's keys."""
-    from pathlib import Path
-
     table = load_table(Path(run_dir), "canaries")
     if table is None:
         return []

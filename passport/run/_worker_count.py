@@ -50,7 +50,7 @@ def resolve_workers(spec: RunSpec, calibration: ClientCalibration | None, say: S
         basis = f"{streams} streams x {_CLOSED_LOOP_CHUNKS_PER_S:g} chunks/s over {chunks_per_request:g} chunks each"
     ceiling = calibration.ceiling_requests_per_s(chunks_per_request)
     cores = max(1, (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1) - 1)
-    wanted = max(1, math.ceil(offered / ceiling))
+    wanted = max(1, math.ceil(offered / ceiling)) if ceiling > 0 else 64  # no share left: as many as allowed
     count = max(1, min(wanted, cores, load.streams, 64))
     say(f"load.workers auto: {count} (offered ~{offered:,.0f} requests/s from {basis}; one worker paces "
         f"~{ceiling:,.0f}/s at {chunks_per_request:g} chunks each here, so {wanted} wanted; {cores} core(s) for "

@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING
 from passport._lazy import lazy_names
 
 if TYPE_CHECKING:
-    from passport._errors import OutputFolderError, PassportError, RunFolderError, SpecError
+    from passport._errors import (
+        MissingModuleError,
+        OutputFolderError,
+        PassportError,
+        RunFolderError,
+        SpecError,
+        StageFailure,
+    )
     from passport._verify import Verification, verify
     from passport.model import SCHEMA_VERSION, Passport, RunSpec, load_spec, parse_spec, read_passport
     from passport.run import RunOutcome, execute
@@ -27,6 +34,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Passport",
     "PassportError",
+    "MissingModuleError",
+    "StageFailure",
     "RunFolderError",
     "OutputFolderError",
     "RunOutcome",
@@ -44,6 +53,7 @@ __all__ = [
 _HOME = {
     "PassportError": "passport._errors", "RunFolderError": "passport._errors",
     "OutputFolderError": "passport._errors", "SpecError": "passport._errors",
+    "MissingModuleError": "passport._errors", "StageFailure": "passport._errors",
     "SCHEMA_VERSION": "passport.model", "Passport": "passport.model", "RunSpec": "passport.model",
     "load_spec": "passport.model", "parse_spec": "passport.model", "read_passport": "passport.model",
     "RunOutcome": "passport.run", "execute": "passport.run",

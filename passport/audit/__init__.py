@@ -63,7 +63,14 @@ from passport.audit._metrics import (
 from passport.audit._results import compute_results, per_request_samples, read_run, tokens_per_s_per_user
 from passport.audit._run_data import RunData
 from passport.audit._server_stats import server_summary
-from passport.audit._signature import KEY_DIR_ENV, KEY_ENV, key_fingerprint, sign_content, signature_problem
+from passport.audit._signature import (
+    KEY_DIR_ENV,
+    KEY_ENV,
+    check_signing_key,
+    key_fingerprint,
+    sign_content,
+    signature_problem,
+)
 from passport.audit._slo import requests_meeting
 from passport.audit._types import (
     CanaryFigures,
@@ -173,6 +180,7 @@ __all__ = [
     "KEY_DIR_ENV",
     "key_fingerprint",
     "sign_content",
+    "check_signing_key",
     "signature_problem",
     "require_trusted",
     "trust_problems",

@@ -10,8 +10,8 @@ What it proves, and what not: a valid signature says the holder of that private 
 this content; anyone can sign a forgery with a key of their own, so the check that matters is
 `passport verify --key FINGERPRINT` (or `gate --key`): the passport must be signed by a key you
 trust. It says nothing about whether the raw files are what the server sent; it does say they
-are what the key's holder's run wrote. `cryptography` is imported only when a passport is
-signed or checked.
+are what the key's holder's run wrote. `cryptography` (a base dependency) is imported only when a
+passport is signed or checked.
 """
 
 from __future__ import annotations
@@ -22,7 +22,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["KEY_ENV", "KEY_DIR_ENV", "sign_content", "signature_problem", "key_fingerprint", "local_key_path"]
+from passport._errors import SigningKeyError
+
+__all__ = ["KEY_ENV", "KEY_DIR_ENV", "sign_content", "signature_problem", "key_fingerprint", "local_key_path",
+           "check_signing_key"]
 
 KEY_ENV = "PASSPORT_SIGNING_KEY"
 KEY_DIR_ENV = "PASSPORT_KEY_DIR"
@@ -38,27 +41,53 @@ def key_fingerprint(public_raw: bytes) -> str:
     return "sha256:" + hashlib.sha256(public_raw).hexdigest()[:32]
 
 
+def _decoded(text: bytes | str, where: str, fix: str) -> Any:
+    """The ed25519 private key whose raw 32 bytes `text` holds in base64, or SigningKeyError."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    try:
+        return Ed25519PrivateKey.from_private_bytes(base64.b64decode(text, validate=True))
+    except ValueError as exc:  # binascii.Error is a ValueError
+        raise SigningKeyError(f"{where} is not the base64 of a 32-byte ed25519 private key ({exc}); {fix}") from None
+
+
 def _private_key() -> tuple[Any, str]:
-    """(the signing key, where it came from: environment or local)."""
+    """(the signing key, where it came from: environment or local); SigningKeyError when neither
+    the environment's key nor this machine's key file can be read or made."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     team = os.environ.get(KEY_ENV)
     if team:
-        try:
-            return Ed25519PrivateKey.from_private_bytes(base64.b64decode(team, validate=True)), "environment"
-        except ValueError as exc:
-            raise ValueError(f"{KEY_ENV} is not the base64 of a 32-byte ed25519 private key: {exc}") from None
+        return _decoded(team.strip(), KEY_ENV, "export the team's key as it is stored (e.g. `base64 -w0` of the raw "
+                                               "key), or unset it to sign with this machine's own key"), "environment"
     path = local_key_path()
-    if not path.is_file():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        raw = Ed25519PrivateKey.generate().private_bytes_raw()
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(base64.b64encode(raw) + b"\n")
-        except FileExistsError:
-            pass  # another run made it first: use theirs
-    return Ed25519PrivateKey.from_private_bytes(base64.b64decode(path.read_bytes().strip())), "local"
+    fix = (f"set {KEY_DIR_ENV} to a folder this user can write, or export {KEY_ENV} (a team's key), and run again")
+    try:
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            raw = Ed25519PrivateKey.generate().private_bytes_raw()
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as file:
+                    file.write(base64.b64encode(raw) + b"\n")
+            except FileExistsError:
+                pass  # another run made it first: use theirs
+        stored = path.read_bytes().strip()
+    except OSError as exc:
+        raise SigningKeyError(f"this machine's signing key {path} cannot be read or made "
+                              f"({exc.strerror or exc}); {fix}") from None
+    return _decoded(stored, f"the signing key file {path}",
+                    f"move the file away (a new key is made; passports it signed keep its fingerprint) or {fix}"), \
+        "local"
+
+
+def check_signing_key() -> str:
+    """The fingerprint of the key this machine will sign with (made now if it is the first run);
+    SigningKeyError when there is none: a run checks this before it sends anything."""
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    key, _ = _private_key()
+    return key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
 
 
 def sign_content(content_sha256: str) -> dict[str, str]:

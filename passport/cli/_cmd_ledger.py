@@ -35,9 +35,11 @@ def add_when_asked(args: argparse.Namespace, folder: Path) -> bool:
     if not (args.ledger or os.environ.get(LEDGER_ENV)):
         return True
     from passport.ledger import add as add_to
+    from passport.run import in_stage
 
     ledger = ledger_dir(args)
-    added = add_to(ledger, folder)
+    with in_stage("adding the run to the ledger", folder):  # the passport is written: say so, whatever fails
+        added = add_to(ledger, folder)
     print(f"ledger:   {added.status} in {ledger}: {added.message}")
     return added.status != "refused"
 

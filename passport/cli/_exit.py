@@ -14,12 +14,16 @@ class ExitCode(IntEnum):
     passed; compare: comparable). FAILED: INVALID, HOLD or INCOMPLETE (verify: differences
     found; gate: a condition failed; canary: a case failed; compare: not comparable). USAGE: a
     usage or input error (bad spec, unreadable run folder, unreachable endpoint, engine that would
-    not start): nothing was measured.
+    not start): nothing was measured. INTERNAL: the command failed unexpectedly (a defect in
+    passport), or a run failed after its records began (signing, the reports, the ledger): the
+    message says where the records are and how to finish (`passport recover`), and the traceback
+    is in error.log.
     """
 
     OK = 0
     FAILED = 1
     USAGE = 2
+    INTERNAL = 3
 
     @classmethod
     def of(cls, passed: bool) -> ExitCode:

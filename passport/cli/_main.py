@@ -34,6 +34,7 @@ from passport.cli import (
     _cmd_workload,
 )
 from passport.cli._exit import ExitCode
+from passport.cli._failure import DEBUG_ENV, debug_asked, report_crash
 
 __all__ = ["main", "COMMANDS"]
 
@@ -44,6 +45,9 @@ exit codes:
      canary: a case failed)
   2  usage or input error: bad spec, unreadable run folder, unreachable endpoint, engine failed
      to start
+  3  internal error, or a run that failed after it began to record: the message says where the
+     records are and how to finish (passport recover RUN_DIR); the traceback is in error.log
+     (--debug, or PASSPORT_DEBUG=1, prints it)
 
 examples:
   passport run specs/llamacpp-smoke.yaml
@@ -87,9 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"passport {_version()}")
+    debug_help = f"on an internal error, print the traceback too (or set {DEBUG_ENV}=1); it is always written to a log"
+    parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMANDS.values():
         module.add(sub, EPILOG)
+    for command in sub.choices.values():  # `passport run --debug ...` as well as `passport --debug run ...`
+        command.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=debug_help)
     return parser
 
 
@@ -107,8 +115,8 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
     except Exception as exc:
         from passport._errors import PassportError
 
-        if not isinstance(exc, PassportError):
-            raise
+        if not isinstance(exc, PassportError):  # a defect, or a run that failed after it began to record
+            return report_crash(exc, args.command, debug_asked(args.debug))
         # The load generator's names are imported only now: a command that needs none (capacity,
         # --help) never loads it.
         from harness import EngineLaunchError, scrub

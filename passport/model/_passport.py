@@ -192,6 +192,9 @@ class Validity(_Model):
     incomplete_reason: str | None = None
     forced: bool = False
     launched_engine: bool | None = Field(None, description="The harness launched the engine (null before 1.3).")
+    recovered: str | None = Field(
+        None, description="How `passport recover` wrote this passport after its run stopped before writing it (null "
+                          "for a passport its run wrote).")
     canaries: CanaryFigures
     rules: list[RuleFigures]
     counts: dict[str, int | None]
@@ -241,9 +244,19 @@ class Passport(_Model):
         return [] if discard is None else [d["repetition"] for d in discard["discarded"]]
 
 
+class TimingEnd(_Model):
+    """How the timed phase ended, recorded in the draft the moment it did: a run that fails
+    after it (signing, the reports) is recovered with its real verdict, not as INCOMPLETE."""
+
+    complete: bool
+    incomplete_reason: str | None
+    finished_utc: str
+
+
 class PassportDraft(_Model):
     """What a run knows before its timed phase, written to passport.draft.json so that a run
-    killed on the way can still be turned into a passport (`passport recover`)."""
+    killed on the way can still be turned into a passport (`passport recover`); rewritten with
+    `timing_end` (and the protocol as timing left it) when the timed phase ends."""
 
     schema_version: str = SCHEMA_VERSION
     run_id: str
@@ -252,4 +265,5 @@ class PassportDraft(_Model):
     protocol: Protocol
     forced: bool
     launched_engine: bool
+    timing_end: TimingEnd | None = None
 

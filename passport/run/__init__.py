@@ -17,7 +17,7 @@ from passport.run._prefix_cache import apply_prefix_cache_policy
 from passport.run._preview import workload_summary
 from passport.run._recover import recover
 from passport.run._replay import replay_identity
-from passport.run._stages import ProgressFactory, Say
+from passport.run._stages import ProgressFactory, Say, in_stage
 from passport.run._sweep import run_sweep
 
 __all__ = [
@@ -39,6 +39,7 @@ __all__ = [
     "complete_identity",
     "engine_launcher",
     "execute",
+    "in_stage",
     "model_of",
     "plan_workload",
     "probe_endpoint",

@@ -37,7 +37,7 @@ from passport.model import (
 )
 from passport.report import run_report_blocks, write_reports
 from passport.run._plan import salt_of, shape_counts
-from passport.run._stages import Identified, Opened, Planned, Prepared
+from passport.run._stages import Identified, Opened, Planned, Prepared, in_stage
 
 __all__ = ["DRAFT_FILE", "draft_passport", "write_draft", "finalize", "write_passport", "write_fallback",
            "fallback_folder", "cycle_note"]
@@ -108,15 +108,13 @@ def write_draft(folder: Path, draft: PassportDraft) -> None:
 
 
 def finalize(folder: Path, draft: PassportDraft, state: RunState, finished_utc: str,
-             note: str | None = None) -> Passport:
+             recovered: str | None = None) -> Passport:
     """The passport of a finished (or stopped) run; every derivable part comes from its folder.
-    `note` replaces the workload note (a closed loop's pool cycles are known only now)."""
+    `recovered`: how `passport recover` came to write it, for a run that did not."""
     protocol = draft.protocol.model_copy(update={"finished_utc": finished_utc})
-    if note is not None:
-        protocol = protocol.model_copy(update={"workload": protocol.workload.model_copy(update={"note": note})})
     derived = derive(folder, protocol.model_dump(mode="json"), state)
     validity = Validity(verdict=derived.verdict, complete=state.complete, incomplete_reason=state.incomplete_reason,
-                        forced=derived.canaries["forced"], launched_engine=state.launched_engine,
+                        forced=derived.canaries["forced"], launched_engine=state.launched_engine, recovered=recovered,
                         canaries=derived.canaries, rules=derived.rules, counts=derived.counts)
     return Passport(
         schema_version=SCHEMA_VERSION, run_id=draft.run_id, name=draft.name, created_utc=finished_utc,
@@ -130,12 +128,14 @@ def write_passport(folder: Path, passport: Passport, reports: bool = True, to: P
     raw files and sealed with its content hash; returns the passport as written. `to`: write
     passport.json there instead (a fallback), keeping the folder's draft for `passport recover`."""
     if reports:
-        write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
+        with in_stage("writing the report and plots", folder, passes=(OSError,)):
+            write_reports(folder, f"Passport: {passport.name}", run_report_blocks(passport, folder))
     sealed = passport.model_copy(update={"files": file_entries(folder, reports=reports), "content_sha256": None,
                                          "signature": None})
     sealed_hash = content_sha256(sealed.json_dict())
-    sealed = sealed.model_copy(update={"content_sha256": sealed_hash,
-                                       "signature": Signature.model_validate(sign_content(sealed_hash))})
+    with in_stage("signing the passport", folder, passes=(OSError,)):
+        signature = Signature.model_validate(sign_content(sealed_hash))
+    sealed = sealed.model_copy(update={"content_sha256": sealed_hash, "signature": signature})
     path = (to or folder) / "passport.json"
     write_new(path, (sealed.model_dump_json(indent=2) + "\n").encode())
     draft = folder / DRAFT_FILE

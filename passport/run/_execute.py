@@ -11,6 +11,7 @@ folder that holds nothing is removed.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import shutil
@@ -36,8 +37,9 @@ from harness import (
     write_new,
 )
 from passport._errors import OutputFolderError
-from passport.audit import NO_CANARIES, SPEC_FILE, RunState
-from passport.model import Override, Passport, PassportDraft, RunSpec, with_overrides
+from passport._optional import require
+from passport.audit import NO_CANARIES, SPEC_FILE, RunState, check_signing_key
+from passport.model import Override, Passport, PassportDraft, RunSpec, TimingEnd, with_overrides
 from passport.run._assemble import (
     cycle_note,
     draft_passport,
@@ -69,7 +71,7 @@ from passport.run._prefix_cache import apply_prefix_cache_policy, resolve_policy
 from passport.run._ray import connect_ray
 from passport.run._replay import write_probes
 from passport.run._shards import join_leftover_parts
-from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed
+from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed, in_stage
 from passport.run._telemetry import choose_sources
 from passport.run._timed import run_timed_phase
 from passport.run._tokenize_check import N_CHECKED, tokenizer_check
@@ -106,9 +108,14 @@ def write_spec_as_run(folder: Path, raw_spec: dict[str, Any], overrides: list[Ov
 def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override], out_root: Path,
              force: bool) -> Opened:
     """Check what can be checked without the endpoint, then create the run folder (and prove it
-    takes a write: an unusable --out is an input error before anything is sent)."""
+    takes a write: an unusable --out is an input error before anything is sent). What the end of
+    the run needs is checked here too, so it cannot fail after the timed phase: the signing key
+    (read, or made on a first run) and the optional modules the spec names."""
     suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
     headers = auth_headers(spec)
+    check_signing_key()
+    if spec.load.backend == "ray":
+        require("ray", "load.backend: ray")
     run_id = uuid.uuid4().hex[:8]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{spec.name}-{stamp}-{run_id}"
@@ -301,20 +308,26 @@ def execute(
     harness = collect_harness(RAW_SCHEMA_VERSION)
     try:
         if spec.load.backend == "ray":  # before anything is launched or sent
-            connect_ray(spec, say)
+            with in_stage("connecting to Ray", run.folder):
+                connect_ray(spec, say)
         if owns_engine:
-            launcher = engine_launcher(spec, run.folder / "engine.log")
-            say(f"starting the engine: {' '.join(launcher.command)}")
-            launcher.start()
-        found = identify(run, launcher, say)
-        planned = plan(run, found, say)
-        gate = gate_on_canaries(run, found, planned, say)
-        if not gate.proceed:
-            draft = draft_passport(run, found, planned, _held(run, planned), harness, launcher is not None)
-            timed = Timed([], "no timed phase: the canaries failed (HOLD); see validity.canaries")
-        else:
-            ready = prepare(run, found, planned, say)
-            draft = draft_passport(run, found, planned, ready.prepared, harness, launcher is not None)
+            with in_stage("starting the engine", run.folder):
+                launcher = engine_launcher(spec, run.folder / "engine.log")
+                say(f"starting the engine: {' '.join(launcher.command)}")
+                launcher.start()
+        with in_stage("identifying the endpoint", run.folder):
+            found = identify(run, launcher, say)
+        with in_stage("planning the workload", run.folder):
+            planned = plan(run, found, say)
+        with in_stage("running the canaries", run.folder):
+            gate = gate_on_canaries(run, found, planned, say)
+        with in_stage("preparing the timed phase", run.folder):
+            if not gate.proceed:
+                draft = draft_passport(run, found, planned, _held(run, planned), harness, launcher is not None)
+                timed = Timed([], "no timed phase: the canaries failed (HOLD); see validity.canaries")
+            else:
+                ready = prepare(run, found, planned, say)
+                draft = draft_passport(run, found, planned, ready.prepared, harness, launcher is not None)
             write_draft(run.folder, draft)
     except BaseException as exc:
         _stop_engine(launcher, owns_engine)
@@ -326,30 +339,48 @@ def execute(
         raise
     with Interrupts(say) as interrupts:
         if gate.proceed:
-            timed = _timed_or_interrupted(run, found, planned, gate, ready, launcher, progress, say)
+            with in_stage("running the timed phase", run.folder):
+                timed = _timed_or_interrupted(run, found, planned, gate, ready, launcher, progress, say)
             interrupts.arm()
-        _stop_engine(launcher, owns_engine)
-        complete = timed.stop_reason is None and len(timed.repetitions) == spec.load.repetitions
-        state = RunState(complete=complete,
-                         incomplete_reason=timed.stop_reason or (None if complete else "not every repetition ran"),
-                         forced=run.force, launched_engine=launcher is not None)
-        pool_cycles = max((r.pool_cycles for r in timed.repetitions), default=0)
-        if timed.workers:
-            workers = {**(draft.protocol.workers or {}), **timed.workers}
-            draft = draft.model_copy(update={"protocol": draft.protocol.model_copy(update={"workers": workers})})
-        note = cycle_note(draft.protocol.workload.note, planned.schedule.pool_size, pool_cycles)
-        if not (run.folder / "requests.parquet").is_file() and not (run.folder / "requests.parts").is_dir():
-            return _folder_gone(run, draft, state, note, interrupts.count)
-        passport = finalize(run.folder, draft, state, utc_now(), note)
-        fallback = None
-        try:
-            passport = write_passport(run.folder, passport)
-        except OSError as exc:
-            passport, fallback = write_fallback(run.folder, passport, exc)
-    return RunOutcome(run.folder, passport, interrupts.count, fallback)
+        with in_stage("writing the passport", run.folder, passes=()):
+            return _write_out(run, draft, timed, planned, launcher, owns_engine, interrupts.count)
+    raise AssertionError("unreachable")  # pragma: no cover - the block above returns or raises
 
 
-def _folder_gone(run: Opened, draft: PassportDraft, state: RunState, note: str | None, interrupts: int) -> RunOutcome:
+def _write_out(run: Opened, draft: PassportDraft, timed: Timed, planned: Planned, launcher: EngineLauncher | None,
+               owns_engine: bool, interrupts: int) -> RunOutcome:
+    """After the timed phase: record how it ended in the draft (so a failure from here on is
+    recovered with its real verdict), then derive, report, sign and write the passport."""
+    spec = run.spec
+    _stop_engine(launcher, owns_engine)
+    complete = timed.stop_reason is None and len(timed.repetitions) == spec.load.repetitions
+    state = RunState(complete=complete,
+                     incomplete_reason=timed.stop_reason or (None if complete else "not every repetition ran"),
+                     forced=run.force, launched_engine=launcher is not None)
+    pool_cycles = max((r.pool_cycles for r in timed.repetitions), default=0)
+    protocol = draft.protocol
+    if timed.workers:
+        protocol = protocol.model_copy(update={"workers": {**(protocol.workers or {}), **timed.workers}})
+    note = cycle_note(protocol.workload.note, planned.schedule.pool_size, pool_cycles)
+    protocol = protocol.model_copy(update={"workload": protocol.workload.model_copy(update={"note": note})})
+    finished_utc = utc_now()
+    draft = draft.model_copy(update={"protocol": protocol, "timing_end": TimingEnd(
+        complete=state.complete, incomplete_reason=state.incomplete_reason, finished_utc=finished_utc)})
+    if not (run.folder / "requests.parquet").is_file() and not (run.folder / "requests.parts").is_dir():
+        return _folder_gone(run, draft, state, interrupts)
+    with contextlib.suppress(OSError):  # a full disk keeps the first draft: recover then says INCOMPLETE
+        write_draft(run.folder, draft)
+    with in_stage("deriving the results and the verdict", run.folder, passes=()):
+        passport = finalize(run.folder, draft, state, finished_utc)
+    fallback = None
+    try:
+        passport = write_passport(run.folder, passport)
+    except OSError as exc:
+        passport, fallback = write_fallback(run.folder, passport, exc)
+    return RunOutcome(run.folder, passport, interrupts, fallback)
+
+
+def _folder_gone(run: Opened, draft: PassportDraft, state: RunState, interrupts: int) -> RunOutcome:
     """The run folder (or its raw tables) was deleted while the run went on: what it recorded is
     gone, but the run still ends in a passport saying so, written with empty raw tables to the
     fallback folder, like a run whose disk filled."""
@@ -361,7 +392,7 @@ def _folder_gone(run: Opened, draft: PassportDraft, state: RunState, note: str |
            f"went with it; this passport was written to {target}")
     state = RunState(complete=False, incomplete_reason=f"{state.incomplete_reason}; {why}" if state.incomplete_reason
                      else why, forced=state.forced, launched_engine=state.launched_engine)
-    passport = write_passport(target, finalize(target, draft, state, utc_now(), note), reports=False)
+    passport = write_passport(target, finalize(target, draft, state, utc_now()), reports=False)
     return RunOutcome(run.folder, passport, interrupts, target)
 
 

@@ -43,6 +43,7 @@ from urllib.parse import urlsplit
 
 from harness import EndpointError, WorkerShare
 from passport._errors import SpecError
+from passport._optional import require
 from passport.model import RunSpec
 from passport.run._clock_echo import ClockEcho, measure_offset
 from passport.run._endpoint import access, auth_headers
@@ -58,6 +59,12 @@ _PROBES = 16
 # A task that fetches a dead worker's rows starts a fresh Ray worker process on its host, which beside a CPU
 # hog on two cores may take more than the 30 s once allowed. The run is over by then; its records are worth it.
 _SALVAGE_TIMEOUT_S = 120
+_FEATURE = "load.backend: ray (installed on every host)"
+
+
+def _ray() -> Any:
+    """The `ray` module, or MissingModuleError naming the extra that brings it."""
+    return require("ray", _FEATURE)
 
 
 def _reachable(address: str) -> None:
@@ -78,10 +85,7 @@ def _reachable(address: str) -> None:
 
 def connect_ray(spec: RunSpec, say: Say) -> dict[str, Any]:
     """Connect to the spec's Ray cluster (before anything is sent); its nodes, for the protocol."""
-    try:
-        import ray
-    except ImportError:
-        raise SpecError("load.backend: ray needs Ray: pip install 'passport[ray]' (or ray) on every host") from None
+    ray = _ray()
     if spec.endpoint.base_url and urlsplit(spec.endpoint.base_url).username:
         raise SpecError("load.backend: ray: credentials in endpoint.base_url would travel to other hosts; give the "
                         "key through endpoint.api_key_env, exported on every host")
@@ -99,9 +103,7 @@ def connect_ray(spec: RunSpec, say: Say) -> dict[str, Any]:
 
 def alive_nodes() -> int:
     """Nodes of the connected cluster that are up."""
-    import ray
-
-    return len([n for n in ray.nodes() if n.get("Alive")])  # type: ignore[no-untyped-call]
+    return len([n for n in _ray().nodes() if n.get("Alive")])
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ class _Shipped:
 
 
 def _actor_classes() -> tuple[Any, Any, Any]:
-    import ray
+    ray = _ray()
 
     @ray.remote(num_cpus=1)
     class Worker:
@@ -126,7 +128,7 @@ def _actor_classes() -> tuple[Any, Any, Any]:
         def clock_echo(self) -> tuple[str, int]:
             """Start (once) this host's clock echo; its address."""
             if not hasattr(self, "echo"):
-                self.echo = ClockEcho(str(ray.util.get_node_ip_address()))  # type: ignore[no-untyped-call]
+                self.echo = ClockEcho(str(ray.util.get_node_ip_address()))
             return self.echo.address
 
         def node(self) -> str:
@@ -184,7 +186,7 @@ def _actor_classes() -> tuple[Any, Any, Any]:
 def _clock(actor: Any) -> tuple[int, int, str]:
     """(offset of the actor's clock from ours, its uncertainty, how it was measured): round trips
     to the actor's clock echo, or Ray calls where the echo cannot be reached."""
-    import ray
+    ray = _ray()
 
     with contextlib.suppress(OSError):
         return (*measure_offset(ray.get(actor.clock_echo.remote())), "socket")
@@ -211,8 +213,8 @@ class _Actors:
         self.dead: set[int] = set()
 
     def _collect(self, done: list[Any], reasons: list[str], elapsed_s: float) -> None:
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        ray = _ray()
+        affinity = require("ray.util.scheduling_strategies", _FEATURE).NodeAffinitySchedulingStrategy
 
         for ref in done:
             k = self.running[ref]
@@ -226,11 +228,11 @@ class _Actors:
                 self.stop()
                 with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
                     salvage = ray.remote(num_cpus=0)(_salvage).options(
-                        scheduling_strategy=NodeAffinitySchedulingStrategy(self.nodes[k], soft=False))
+                        scheduling_strategy=affinity(self.nodes[k], soft=False))
                     self.shards[k] = ray.get(salvage.remote(k), timeout=_SALVAGE_TIMEOUT_S)
 
     def poll(self, reasons: list[str], elapsed_s: float) -> bool:
-        import ray
+        ray = _ray()
 
         if self.pending:
             done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=0)
@@ -244,7 +246,7 @@ class _Actors:
         return None  # an actor busy sending answers no call; the line shows elapsed time only
 
     def finish(self, reasons: list[str]) -> None:
-        import ray
+        ray = _ray()
 
         if self.pending:  # stopped: what is in flight is recorded as interrupted, then they report
             done, self.pending = ray.wait(self.pending, num_returns=len(self.pending), timeout=60)
@@ -264,7 +266,7 @@ class RayActors:
         self.workers, self.base_url = workers, base_url
 
     def run(self, inputs: TimedInputs) -> TimedOutcome:
-        import ray
+        ray = _ray()
 
         workers = self.workers
         Worker, Control, Barrier = _actor_classes()

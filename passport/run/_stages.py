@@ -7,7 +7,8 @@ stage's inputs and outputs are explicit and none steers another by exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,13 @@ import numpy as np
 
 from canaries import CaseResult, Suite
 from harness import ProgressSink, RepetitionResult, Schedule
+from passport._errors import PassportError, StageFailure
 from passport.audit import CanaryFigures
 from passport.model import DeclaredInfo, Override, RunSpec, SourcedValue
 from passport.run._endpoint import Access
 from workloads import LoadedTokenizer, RequestSet
 
-__all__ = ["Opened", "Identified", "Planned", "Gate", "Prepared", "Timed", "Say", "ProgressFactory"]
+__all__ = ["Opened", "Identified", "Planned", "Gate", "Prepared", "Timed", "Say", "ProgressFactory", "in_stage"]
 
 Say = Callable[[str], None]
 ProgressFactory = Callable[[int | None, int], ProgressSink]  # (requests to send or None, worker processes)
@@ -103,3 +105,19 @@ class Timed:
     repetitions: list[RepetitionResult]
     stop_reason: str | None
     workers: dict[str, Any] | None = None  # what the run learned about its workers (Ray: their clocks)
+
+
+@contextlib.contextmanager
+def in_stage(stage: str, folder: Path, passes: tuple[type[Exception], ...] = (PassportError,)) -> Iterator[None]:
+    """Carry an exception out of `stage` as a StageFailure naming the run folder (the CLI then
+    says where the records are and how to finish the passport). Exceptions of the `passes` types
+    go on as they are: before the timed phase our own errors already say what to fix; after it,
+    every error is carried (`passes=()`). A StageFailure from an inner stage keeps its stage."""
+    try:
+        yield
+    except StageFailure:
+        raise
+    except passes:
+        raise
+    except Exception as exc:
+        raise StageFailure(stage, str(folder), exc) from exc

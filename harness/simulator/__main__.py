@@ -5,7 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import ssl
+import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -53,14 +56,21 @@ def main() -> None:
     parser.add_argument("--build", default="dev", help="the build GET /version reports (engine.build)")
     parser.add_argument("--endless-path", metavar="PATH", help="answer GET PATH with a body that never ends")
     args = parser.parse_args()
-    faults = {kind: int(every) for kind, every in (f.split(":") for f in args.fault)}
+    try:
+        faults = {kind: int(every) for kind, every in (f.split(":") for f in args.fault)}
+    except ValueError:
+        parser.error(f"--fault takes KIND:EVERY, e.g. disconnect:5 (got {', '.join(args.fault)})")
+    try:
+        script = yaml.safe_load(Path(args.script).read_text()) if args.script else []
+    except (OSError, yaml.YAMLError) as exc:
+        parser.error(f"--script {args.script}: {exc}")
     config = SimConfig(
         ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, ttft_jitter_ms=args.ttft_jitter_ms,
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
         max_concurrency=args.max_concurrency, retry_after_s=args.retry_after_s, faults=faults,
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
         drop_reused=args.drop_reused, slots=args.slots,
-        script=yaml.safe_load(Path(args.script).read_text()) if args.script else [],
+        script=script,
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
@@ -68,13 +78,29 @@ def main() -> None:
     context = None
     if args.tls_cert:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.load_cert_chain(args.tls_cert, args.tls_key)
+        try:
+            context.load_cert_chain(args.tls_cert, args.tls_key)
+        except (OSError, ssl.SSLError) as exc:
+            parser.error(f"--tls-cert/--tls-key: {exc}")
+    scheme = "https" if context else "http"
+
+    def ready(port: int) -> None:
+        print(f"simulated engine serving {scheme}://{args.host}:{port}/v1 (model {args.model!r}; Ctrl-C stops it)",
+              file=sys.stderr, flush=True)
+
     try:
         import uvloop
 
-        uvloop.run(serve(config, args.host, args.port, ssl_context=context))
+        run: Callable[[Coroutine[Any, Any, None]], None] = uvloop.run
     except ImportError:
-        asyncio.run(serve(config, args.host, args.port, ssl_context=context))
+        run = asyncio.run
+    try:
+        run(serve(config, args.host, args.port, ssl_context=context, on_bound=ready))
+    except OSError as exc:
+        sys.exit(f"python -m harness.simulator: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+                 "is another server there? choose another --port")
+    except KeyboardInterrupt:
+        pass
 
 
 if __name__ == "__main__":

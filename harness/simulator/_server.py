@@ -10,6 +10,7 @@ import ssl
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -472,13 +473,17 @@ class _SimProtocol(asyncio.Protocol):
 
 async def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 0,
                 ready: threading.Event | None = None, bound: list[int] | None = None,
-                stop: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None) -> None:
-    """Serve until `stop` is set (forever when None); `bound` receives the actual port."""
+                stop: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
+                on_bound: Callable[[int], None] | None = None) -> None:
+    """Serve until `stop` is set (forever when None); `bound` receives the actual port, and
+    `on_bound` is called with it once the socket listens."""
     state = _State(config)
     loop = asyncio.get_running_loop()
     server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context)
     if bound is not None:
         bound.append(server.sockets[0].getsockname()[1])
+    if on_bound is not None:
+        on_bound(server.sockets[0].getsockname()[1])
     if ready is not None:
         ready.set()
     async with server:

@@ -38,11 +38,16 @@ def add(sub: Any, epilog: str) -> None:
 def main(args: argparse.Namespace) -> ExitCode:
     import json
 
-    from passport.ledger import figure_scale, history, history_html, history_json
+    from harness import write_new
+    from passport.ledger import LedgerError, figure_scale, history, history_html, history_json
 
     h = history(ledger_dir(args), args.metric, args.by, list(args.where))
     print_skipped(h.skipped)
-    args.html.write_text(history_html(h))
+    try:
+        write_new(args.html, history_html(h).encode())
+    except OSError as exc:
+        raise LedgerError(f"the trend plot cannot be written to {args.html} ({exc.strerror or exc}): give --html a "
+                          "file in a folder that exists and has room") from None
     if args.json:
         print(json.dumps(history_json(h), indent=1))
     else:

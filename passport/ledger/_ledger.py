@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from passport._errors import PassportError
 from passport.audit import content_sha256
-from passport.ledger._rows import arm_rows, canary_rows, identity_column, run_row
+from passport.ledger._rows import CANARY_COLUMNS, arm_rows, canary_rows, identity_column, run_row
 from passport.ledger._store import TABLES, LedgerFiles, ledger_files, write_rows
 from passport.model import Passport, read_passport
 
@@ -53,8 +54,24 @@ def _add_run(ledger: Path, folder: Path, p: Passport, added_utc: str) -> bool:
     stem = _stem(p.run_id, p.content_sha256)
     written = write_rows(ledger, "runs", [run_row(p, run_dir, added_utc)], p.created_utc, stem)
     if written is not None:
-        write_rows(ledger, "canary_cases", canary_rows(p, run_dir), p.created_utc, stem)
+        write_rows(ledger, "canary_cases", canary_rows(p, run_dir), p.created_utc, stem, CANARY_COLUMNS)
     return written is not None
+
+
+def _writable(ledger: Path) -> None:
+    """LedgerError unless the ledger and each table's folder are folders that take a file (made
+    when missing): checked before any row is written, so a bad ledger takes none."""
+    for path in (ledger, *(ledger / table for table in TABLES)):
+        if path.exists() and not path.is_dir():
+            raise LedgerError(f"{path} is not a folder: a ledger is a folder with one folder per table "
+                              f"({', '.join(TABLES)}); move the file away or give --ledger another folder")
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LedgerError(f"the ledger folder {path} cannot be made ({exc.strerror or exc}); give --ledger a "
+                              "folder this user can write") from None
+    if not os.access(ledger, os.W_OK | os.X_OK):
+        raise LedgerError(f"the ledger folder {ledger} is not writable by this user; give --ledger one that is")
 
 
 def add(ledger: Path, folder: Path) -> Added:
@@ -67,6 +84,7 @@ def add(ledger: Path, folder: Path) -> Added:
     if not found.verified:
         return Added(folder, "refused", "verify found: " + "; ".join(found.problems[:3])
                      + (f" (and {len(found.problems) - 3} more)" if len(found.problems) > 3 else ""))
+    _writable(ledger)
     added_utc = _now()
     if not (folder / CAMPAIGN_FILE).is_file():
         p = read_passport(folder)
@@ -111,14 +129,18 @@ def query(ledger: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]], lis
     """(column names, rows, skipped files) of `sql` over the ledger's views."""
     import duckdb
 
+    hint = f"tables: {', '.join(TABLES)}; `passport ledger query \"DESCRIBE runs\"` lists the columns"
+    if not sql.strip():
+        raise LedgerError(f"the query is empty: give one SQL statement, e.g. \"SELECT run_id, verdict FROM runs\" "
+                          f"({hint})")
     con, skipped = connect(ledger)
     try:
         result = con.execute(sql)
+        if result.description is None:  # a statement that returns no result set
+            return [], [], skipped
+        return [d[0] for d in result.description], result.fetchall(), skipped
     except duckdb.Error as exc:
-        raise LedgerError(f"the query failed: {str(exc).splitlines()[0]} (tables: {', '.join(TABLES)}; "
-                          "`passport ledger query \"DESCRIBE runs\"` lists the columns)") from None
-    columns = [d[0] for d in result.description or []]
-    return columns, result.fetchall(), skipped
+        raise LedgerError(f"the query failed: {str(exc).splitlines()[0]} ({hint})") from None
 
 
 def runs_columns(con: Any) -> set[str]:

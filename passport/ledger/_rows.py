@@ -29,7 +29,7 @@ from passport.audit import canonical_json, load_table, sha256_bytes
 from passport.judge._stats import t_critical
 from passport.model import Passport
 
-__all__ = ["run_row", "canary_rows", "arm_rows", "STATS", "identity_column", "metric_column"]
+__all__ = ["run_row", "canary_rows", "CANARY_COLUMNS", "arm_rows", "STATS", "identity_column", "metric_column"]
 
 STATS = ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99_9")
 
@@ -110,15 +110,20 @@ def run_row(p: Passport, run_dir: str, added_utc: str) -> dict[str, Any]:
     return row
 
 
+_CANARY_KEPT = ("suite", "suite_sha256", "case_id", "case_version", "case_sha256", "kind", "phase", "verdict",
+                "category", "reason")
+# every column of `canary_cases`: a run without canaries still writes them (no rows), since a Parquet
+# file with no column is one DuckDB 2 refuses to read ("Need at least one non-root column")
+CANARY_COLUMNS = ("run_id", "passport_sha256", "created_utc", *_CANARY_KEPT)
+
+
 def canary_rows(p: Passport, run_dir: str) -> list[dict[str, Any]]:
     """One `canary_cases` row per case the run checked (canaries.parquet), with the run's keys."""
     table = load_table(Path(run_dir), "canaries")
     if table is None:
         return []
-    keep = ("suite", "suite_sha256", "case_id", "case_version", "case_sha256", "kind", "phase", "verdict",
-            "category", "reason")
     return [{"run_id": p.run_id, "passport_sha256": p.content_sha256, "created_utc": p.created_utc,
-             **{k: r.get(k) for k in keep}} for r in table.select(list(keep)).to_pylist()]
+             **{k: r.get(k) for k in _CANARY_KEPT}} for r in table.select(list(_CANARY_KEPT)).to_pylist()]
 
 
 def arm_rows(record: dict[str, Any], campaign_dir: str, added_utc: str) -> list[dict[str, Any]]:

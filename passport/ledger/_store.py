@@ -52,9 +52,11 @@ def has_passport(ledger: Path, table: str, stem: str) -> bool:
     return any((ledger / table).glob(f"date=*/{stem}.parquet"))
 
 
-def write_rows(ledger: Path, table: str, rows: list[dict[str, Any]], created_utc: str, stem: str) -> Path | None:
-    """Write `rows` as one new file of `table` (see the module docstring); returns its path, or
-    None when a file of that name is already in the ledger (nothing written)."""
+def write_rows(ledger: Path, table: str, rows: list[dict[str, Any]], created_utc: str, stem: str,
+               columns: tuple[str, ...] = ()) -> Path | None:
+    """Write `rows` as one new file of `table` (see the module docstring), with at least the
+    `columns` (so a file without rows still has its columns); returns its path, or None when a
+    file of that name is already in the ledger (nothing written)."""
     if table not in TABLES:
         raise ValueError(f"unknown ledger table {table!r}")
     if has_passport(ledger, table, stem):
@@ -63,7 +65,7 @@ def write_rows(ledger: Path, table: str, rows: list[dict[str, Any]], created_utc
     folder.mkdir(parents=True, exist_ok=True)
     final = folder / f"{stem}.parquet"
     partial = folder / f".{stem}.{os.getpid()}.partial"
-    data = _table(rows)
+    data = _table(rows, columns)
     marker = json.dumps({"table": table, "version": LEDGER_VERSION}).encode()
     data = data.replace_schema_metadata({**(data.schema.metadata or {}), MARKER: marker})
     pq.write_table(data, partial)
@@ -81,12 +83,12 @@ def write_rows(ledger: Path, table: str, rows: list[dict[str, Any]], created_utc
     return final
 
 
-def _table(rows: list[dict[str, Any]]) -> pa.Table:
+def _table(rows: list[dict[str, Any]], columns: tuple[str, ...] = ()) -> pa.Table:
     """`rows` as a table, a column with no value in any row typed as the column of a later file
     would be (text for identity and names, a float for a figure), so readers that unify files by
     column name never meet a null-typed column."""
-    names = list(dict.fromkeys(k for row in rows for k in row))
-    columns = {}
+    names = list(dict.fromkeys([*columns, *(k for row in rows for k in row)]))
+    arrays = {}
     for name in names:
         values = [row.get(name) for row in rows]
         array = pa.array(values)
@@ -94,8 +96,8 @@ def _table(rows: list[dict[str, Any]]) -> pa.Table:
             numeric = not (name.startswith("identity.") or name.endswith(("_sha256", "_utc", "_dir", "_json"))
                            or name in _TEXT)
             array = pa.array(values, pa.float64() if numeric else pa.string())
-        columns[name] = array
-    return pa.table(columns)
+        arrays[name] = array
+    return pa.table(arrays)
 
 
 _TEXT = ("run_id", "name", "verdict", "canaries", "schema_version", "harness.version", "harness.git_revision",

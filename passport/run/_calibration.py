@@ -219,10 +219,27 @@ def fit_cost(points: list[dict[str, float]]) -> tuple[float, float, float]:
     return float(terms[0]), float(terms[1]), float(terms[2])
 
 
+def _number(value: Any, low: float, high: float) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and low <= value <= high
+
+
+def _readable(data: Any) -> bool:
+    """Whether a cached file's JSON has every field of a calibration, each of its type and within
+    physical bounds (a positive finite cost per request, a CPU share within one core): a file
+    edited or damaged by hand is measured again, never believed."""
+    return (isinstance(data, dict) and _number(data.get("cpu_us_per_request"), 1e-3, 1e7)
+            and _number(data.get("cpu_us_per_chunk"), 0.0, 1e7) and _number(data.get("pacing_cpu_share"), 1e-3, 1.0)
+            and _number(data.get("fixed_cpu_share", 0.0), 0.0, 1.0) and _number(data.get("version"), 0, 1e9)
+            and isinstance(data.get("measured_utc"), str) and isinstance(data.get("key"), str)
+            and isinstance(data.get("points"), list) and all(isinstance(p, dict) for p in data["points"]))
+
+
 def _cached(path: Path, key: str) -> ClientCalibration | None:
     """The cached calibration at `path` when it is this key's, this version's and fresh enough."""
     try:
         data = json.loads(path.read_text())
+        if not _readable(data):
+            return None
         calibration = ClientCalibration(**{**data, "how": "cached"})
     except (OSError, ValueError, TypeError):
         return None  # none yet, or a file this version cannot read: measured again

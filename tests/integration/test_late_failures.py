@@ -84,7 +84,8 @@ def test_debug_prints_the_traceback_too(simulator: SimFactory, tmp_path: Path) -
         out = tmp_path / f"out{len(args)}"
         failed = _run_failing(("passport.run._assemble:sign_content",), url, out, *args, env=env)
         assert failed.returncode == 3
-        assert "Traceback (most recent call last)" in failed.stderr and "RuntimeError: injected failure" in failed.stderr
+        assert "Traceback (most recent call last)" in failed.stderr
+        assert "RuntimeError: injected failure" in failed.stderr
         assert "(--debug prints it here)" not in failed.stderr
         assert (only_run_dir(out) / "error.log").is_file()
 

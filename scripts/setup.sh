@@ -6,6 +6,9 @@
 #   both cached under ${PASSPORT_CACHE:-~/.cache/passport} and linked as .venv/bin/llama-server,
 #   the GGUF's tokenizer converted once into that cache (torch is needed for that single step,
 #   so it is installed into the cache, not the venv).
+# Packages come from the lock, constraints.txt (scripts/lock.sh refreshes it), so a dependency's new
+# release cannot change what these commands install overnight; `--newest` instead sets up .venv-newest/
+# with the newest versions pyproject.toml allows (scripts/test.sh --newest: drift seen before users see it).
 # `--no-engine` (for the fast test tier) skips the engine, the model and its tokenizer.
 # `--vllm` also installs vLLM's CPU build in its own cached environment and converts the model for
 # it (scripts/setup_vllm.sh; about 3 minutes the first time). `--mlx` also installs MLX's CPU
@@ -16,29 +19,37 @@ cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 CACHE="${PASSPORT_CACHE:-$HOME/.cache/passport}"
 EXTRAS=""
+VENV=".venv"
+NEWEST=""
 NO_ENGINE=""
 VLLM=""
 MLX=""
 for arg in "$@"; do
   case "$arg" in
     --test) EXTRAS="[test]" ;;
+    --newest) VENV=".venv-newest"; NEWEST=1 ;;
     --no-engine) NO_ENGINE=1 ;;
     --vllm) VLLM=1 ;;
     --mlx) VLLM=1; MLX=1 ;;
-    *) echo "usage: scripts/setup.sh [--test] [--no-engine] [--vllm] [--mlx]" >&2; exit 2 ;;
+    *) echo "usage: scripts/setup.sh [--test] [--newest] [--no-engine] [--vllm] [--mlx]" >&2; exit 2 ;;
   esac
 done
 log() { echo "[setup] $*" >&2; }
 
-if [ ! -x .venv/bin/python ]; then
-  log "creating .venv"
-  "$PY" -m venv .venv
+if [ ! -x "$VENV/bin/python" ]; then
+  log "creating $VENV"
+  "$PY" -m venv "$VENV"
 fi
-stamp=".venv/.deps-$(cat pyproject.toml | sha256sum | cut -c1-16)${EXTRAS:+-test}"
-if [ ! -f "$stamp" ]; then
-  log "installing passport${EXTRAS} into .venv"
-  .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${EXTRAS}" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  .venv/bin/python -c "import passport, harness, workloads" || { log "install failed"; exit 1; }
+deps="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+stamp="$VENV/.deps-$deps${EXTRAS:+-test}"
+# a venv set up with the test extras has every base package too
+if [ -n "$NEWEST" ] || { [ ! -f "$stamp" ] && [ ! -f "$VENV/.deps-$deps-test" ]; }; then
+  pins=(-c constraints.txt) how="pinned by constraints.txt"
+  [ -n "$NEWEST" ] && pins=(--upgrade --upgrade-strategy eager) how="the newest versions pyproject.toml allows"
+  log "installing passport${EXTRAS} into $VENV ($how)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}" -e ".${EXTRAS}" 2>&1 \
+    | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import passport, harness, workloads" || { log "install failed"; exit 1; }
   touch "$stamp"
 fi
 
@@ -64,19 +75,19 @@ if [ -n "$EXTRAS" ]; then
 fi
 
 [ -n "$NO_ENGINE" ] && exit 0
-eval "$(PYTHON=.venv/bin/python bash scripts/setup_engine.sh)"
-ln -sf "$LLAMA_SERVER" .venv/bin/llama-server
+eval "$(PYTHON="$VENV/bin/python" bash scripts/setup_engine.sh)"
+ln -sf "$LLAMA_SERVER" "$VENV/bin/llama-server"
 
 sha=$(sha256sum "$MODEL_PATH" | cut -c1-16)
 if [ ! -d "$CACHE/tokenizers/$sha" ]; then
   site="$CACHE/torch-site"
   if [ ! -d "$site/torch" ]; then
     log "installing CPU torch into $site (once; only to read the GGUF's tokenizer)"
-    .venv/bin/python -m pip install -q --disable-pip-version-check --target "$site" "torch==2.13.0" 2>&1 \
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check --target "$site" "torch==2.13.0" 2>&1 \
       | grep -v "^WARNING: Location" >&2 || true
   fi
   log "converting the GGUF tokenizer (once, about 30 s)"
-  PYTHONPATH="$site" .venv/bin/python -m workloads tokenizer "gguf:$MODEL_PATH" >&2
+  PYTHONPATH="$site" "$VENV/bin/python" -m workloads tokenizer "gguf:$MODEL_PATH" >&2
 fi
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
 [ -n "$MLX" ] && bash scripts/setup_mlx.sh

@@ -9,6 +9,9 @@
 #   ./scripts/test.sh --fast     the day-to-day tier: no engine build, no real engine, no Ray
 #                                cluster, no slow runs (markers in pyproject.toml); tests that
 #                                read the GGUF's tokenizer run only where it is cached already
+#   ./scripts/test.sh --newest   the fast tier in .venv-newest/, set up with the newest versions of every
+#                                dependency that pyproject.toml allows instead of the lock
+#                                (constraints.txt): run it weekly, and before `bash scripts/lock.sh`
 #   ./scripts/test.sh ARGS...    ARGS go to pytest as they are, in this one process, e.g.
 #                                ./scripts/test.sh -m "not e2e" tests/integration/test_sweep.py
 #
@@ -18,15 +21,19 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 workers=(-n "${PASSPORT_TEST_WORKERS:-2}" --dist loadfile)
-if [ "${1:-}" = "--fast" ]; then
+if [ "${1:-}" = "--fast" ] || [ "${1:-}" = "--newest" ]; then
+  venv=.venv newest=()
+  [ "$1" = "--newest" ] && venv=.venv-newest newest=(--newest)
   shift
-  bash scripts/setup.sh --test --no-engine >/dev/null
+  bash scripts/setup.sh --test --no-engine "${newest[@]}" >/dev/null
   select="not e2e and not ray and not slow"
   gguf="${PASSPORT_CACHE:-$HOME/.cache/passport}/models/gemma-3-270m-q4_k_m.gguf"
   [ -f "$gguf" ] || select="$select and not model"
-  .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
-  .venv/bin/python -m mypy
-  exec .venv/bin/python -m pytest "${workers[@]}" -m "$select" "$@"
+  [ -n "${newest[*]}" ] && "$venv/bin/python" -m pip list --format=freeze 2>/dev/null \
+    | grep -iE "^(duckdb|numpy|pyarrow|pydantic|pandas|transformers|cryptography|httpx|matplotlib)==" >&2
+  "$venv/bin/python" -m ruff check passport harness workloads canaries tests benchmarks scripts
+  "$venv/bin/python" -m mypy
+  exec "$venv/bin/python" -m pytest "${workers[@]}" -m "$select" "$@"
 fi
 bash scripts/setup.sh --test --mlx >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts

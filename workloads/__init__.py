@@ -24,6 +24,7 @@ from workloads._tokenizer import (
     LoadedTokenizer,
     Tokenizer,
     default_cache_dir,
+    in_cache,
     is_tokenizer_folder,
     load_tokenizer,
 )
@@ -54,6 +55,7 @@ __all__ = [
     "WorkloadError",
     "WorkloadSpec",
     "default_cache_dir",
+    "in_cache",
     "is_tokenizer_folder",
     "load_tokenizer",
     "materialize",

@@ -15,10 +15,11 @@ from typing import Any, Literal, Self
 
 import numpy as np
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from workloads._import import ImportSpec
 from workloads._lengths import LengthDist
+from workloads._tokenizer import in_cache
 from workloads._yaml import load_yaml
 
 __all__ = ["WorkloadSpec", "SharedPrefixSpec", "SessionSpec", "DurationDist", "StructuredOutputSpec",
@@ -183,7 +184,8 @@ class WorkloadSpec(BaseModel):
     preset: str | None = Field(None, description="Start from workloads/presets/<name>.yaml.")
     tokenizer: str = Field(
         "auto",
-        description="auto | a local tokenizer folder | gguf:<file> | none (approximate lengths).",
+        description="auto | a local tokenizer folder | gguf:<file> | none (approximate lengths); a leading {cache} "
+                    "is the cache scripts/setup.sh fills ($PASSPORT_CACHE, default ~/.cache/passport).",
     )
     input_tokens: LengthDist = Field(
         default_factory=lambda: LengthDist(dist="fixed", value=256),
@@ -208,6 +210,11 @@ class WorkloadSpec(BaseModel):
     images: ImagesSpec | None = Field(None, description="Images in the user message (chat API).")
     mix: list[MixComponent] | None = Field(
         None, description="A weighted mix of workloads; the other shape fields then stay unset.")
+
+    @field_validator("tokenizer")
+    @classmethod
+    def _in_cache(cls, value: str) -> str:
+        return in_cache(value)
 
     @model_validator(mode="before")
     @classmethod

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from workloads._errors import TokenizerError
 
-__all__ = ["Tokenizer", "LoadedTokenizer", "load_tokenizer", "default_cache_dir", "is_tokenizer_folder"]
+__all__ = ["Tokenizer", "LoadedTokenizer", "load_tokenizer", "default_cache_dir", "in_cache", "is_tokenizer_folder"]
 
 _TOKENIZER_FILES = (
     "tokenizer.json",
@@ -93,6 +93,17 @@ class _HFTokenizer:
 def default_cache_dir() -> Path:
     """`$PASSPORT_CACHE` or `~/.cache/passport`: where engine, model and tokenizers are cached."""
     return Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport"))
+
+
+CACHE_MARK = "{cache}"
+
+
+def in_cache(path: str) -> str:
+    """`path` with a leading `{cache}` (after an optional `gguf:`) replaced by `default_cache_dir()`:
+    a spec names what scripts/setup.sh put in the cache wherever $PASSPORT_CACHE points."""
+    prefix = "gguf:" if path.startswith("gguf:") else ""
+    rest = path[len(prefix):]
+    return prefix + str(default_cache_dir()) + rest[len(CACHE_MARK):] if rest.startswith(CACHE_MARK) else path
 
 
 def _sha256_file(path: Path) -> str:

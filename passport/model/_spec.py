@@ -23,7 +23,7 @@ from passport._errors import SpecError
 from passport._input import read_bounded
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
-from workloads import WorkloadSpec, load_yaml
+from workloads import WorkloadSpec, in_cache, load_yaml
 
 __all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "LimitsSpec",
            "SweepSpec", "CostSpec",
@@ -65,9 +65,17 @@ class EngineSpec(_Strict):
     """An engine the harness launches, watches and stops."""
 
     launch: str = Field(description="Command template with {port}, {host}, {model_path}.")
-    model_path: str | None = Field(None, description="Fills {model_path}; a .gguf also gives the tokenizer.")
+    model_path: str | None = Field(None, description="Fills {model_path}; a .gguf also gives the tokenizer. A leading "
+                                                     "{cache} is the cache scripts/setup.sh fills ($PASSPORT_CACHE, "
+                                                     "default ~/.cache/passport).")
     port: int | None = Field(None, ge=1, le=65535, description="Fixed port; None: a free one.")
     health_timeout_s: float = Field(180.0, gt=0, description="How long to wait for /health.")
+
+    @field_validator("model_path")
+    @classmethod
+    def _in_cache(cls, value: str | None) -> str | None:
+        """`{cache}/models/x.gguf` where the set-up put it: the bundled specs follow $PASSPORT_CACHE."""
+        return None if value is None else in_cache(value)
 
     def program(self) -> str:
         """The program this launch runs (see `program_of`)."""

@@ -65,3 +65,18 @@ def test_yaml_errors_and_missing_files_are_spec_errors(tmp_path: Path) -> None:
 @pytest.mark.parametrize("text,seconds", [("2s", 2.0), ("200ms", 0.2), ("150us", 150e-6), ("1m", 60.0), (0.5, 0.5)])
 def test_durations(text: str | float, seconds: float) -> None:
     assert parse_duration_s(text) == pytest.approx(seconds)
+
+
+def test_a_leading_cache_mark_follows_passport_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The bundled specs name the model as `{cache}/models/...`: where scripts/setup.sh put it,
+    $PASSPORT_CACHE or ~/.cache/passport, not a path that exists only on the default."""
+    monkeypatch.setenv("PASSPORT_CACHE", str(tmp_path))
+    raw = {"name": "c", "engine": {"launch": "x --port {port}", "model_path": "{cache}/models/m.gguf"},
+           "workload": {"tokenizer": "gguf:{cache}/models/m.gguf"}, "load": {"pattern": "closed", "concurrency": 1}}
+    spec = parse_spec(raw)
+    assert spec.engine is not None and spec.engine.model_path == f"{tmp_path}/models/m.gguf"
+    assert spec.workload.tokenizer == f"gguf:{tmp_path}/models/m.gguf"
+    monkeypatch.delenv("PASSPORT_CACHE")
+    assert parse_spec(raw).workload.tokenizer == f"gguf:{Path.home()}/.cache/passport/models/m.gguf"
+    kept = {**raw, "engine": {"launch": "x", "model_path": "/data/{cache}/m.gguf"}, "workload": {"tokenizer": "none"}}
+    assert parse_spec(kept).engine.model_path == "/data/{cache}/m.gguf"  # type: ignore[union-attr]

@@ -129,6 +129,8 @@ def caveats(p: Passport) -> list[str]:
         out.append(f"**Incomplete:** {p.validity.incomplete_reason}; the figures cover only what was sent.")
     if p.validity.forced:
         out.append("**Forced:** the canaries failed and the timing ran anyway (--force).")
+    if p.validity.recovered:
+        out.append(f"**Recovered:** {p.validity.recovered}.")
     for r in p.validity.rules:
         if r["status"] != "PASS":
             out.append(f"{r['status']} `{r['name']}`: {r['message']}")

@@ -73,6 +73,7 @@ def test_a_failure_after_timing_keeps_every_record_and_recover_keeps_the_verdict
     assert passport["validity"]["recovered"].startswith("the run ended its timed phase at "
                                                         f"{draft['timing_end']['finished_utc']}")
     assert passport["protocol"]["finished_utc"] == draft["timing_end"]["finished_utc"]
+    assert f"**Recovered:** {passport['validity']['recovered']}." in (run / "report.md").read_text()
     verified = run_cli("verify", str(run))
     assert verified.returncode == 0, verified.stdout + verified.stderr
 

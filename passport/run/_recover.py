@@ -52,8 +52,7 @@ def recover(run_dir: Path) -> Passport:
     requests = load_table(folder, "requests")
     kept = 0 if requests is None else requests.num_rows
     recovered_utc = utc_now()
-    how = (f"written by `passport recover` at {recovered_utc}" + (f" from {parts} parts folder(s)" if parts else "")
-           + f", {kept} request(s) kept")
+    how = f"recovered at {recovered_utc} by `passport recover` from {parts} parts folder(s), {kept} request(s) kept"
     end = draft.timing_end
     if end is not None:  # the timed phase ended and said how: the run's own verdict stands
         state = RunState(complete=end.complete, incomplete_reason=end.incomplete_reason, forced=draft.forced,

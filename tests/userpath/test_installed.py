@@ -161,8 +161,10 @@ def test_a_user_runs_a_two_arm_campaign(installed: Installed) -> None:
                                  "output_tokens": {"dist": "fixed", "value": 8}},
                     "load": {"pattern": "closed", "concurrency": 2, "measure": {"requests": 20}},
                     "canaries": "none"},
-            "arms": [{"name": "fast", "engine": {"launch": f"{simulator} --ttft-ms 5 --itl-ms 1"}},
-                     {"name": "slow", "engine": {"launch": f"{simulator} --ttft-ms 40 --itl-ms 4"}}]}
+            # latencies a busy machine's event loop cannot distort (milliseconds of lag against 1 ms between
+            # tokens rightly fail the client_not_bound rule: the arm is then not ranked)
+            "arms": [{"name": "fast", "engine": {"launch": f"{simulator} --ttft-ms 20 --itl-ms 5"}},
+                     {"name": "slow", "engine": {"launch": f"{simulator} --ttft-ms 60 --itl-ms 15"}}]}
     (installed.home / "campaign.yaml").write_text(yaml.safe_dump(spec))
     result = installed.passport("campaign", "campaign.yaml", "--out", "campaigns", "--quiet", timeout_s=400)
     assert result.returncode == 0, result.stdout + result.stderr

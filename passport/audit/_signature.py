@@ -51,17 +51,20 @@ def _decoded(text: bytes | str, where: str, fix: str) -> Any:
         raise SigningKeyError(f"{where} is not the base64 of a 32-byte ed25519 private key ({exc}); {fix}") from None
 
 
-def _private_key() -> tuple[Any, str]:
-    """(the signing key, where it came from: environment or local); SigningKeyError when neither
-    the environment's key nor this machine's key file can be read or made."""
+def _private_key() -> tuple[Any, str, bool]:
+    """(the signing key, where it came from: environment or local, whether it was made now);
+    SigningKeyError when neither the environment's key nor this machine's key file can be read or
+    made."""
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     team = os.environ.get(KEY_ENV)
     if team:
         return _decoded(team.strip(), KEY_ENV, "export the team's key as it is stored (e.g. `base64 -w0` of the raw "
-                                               "key), or unset it to sign with this machine's own key"), "environment"
+                                               "key), or unset it to sign with this machine's own key"), \
+            "environment", False
     path = local_key_path()
     fix = (f"set {KEY_DIR_ENV} to a folder this user can write, or export {KEY_ENV} (a team's key), and run again")
+    made = False
     try:
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -70,6 +73,7 @@ def _private_key() -> tuple[Any, str]:
                 fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
                 with os.fdopen(fd, "wb") as file:
                     file.write(base64.b64encode(raw) + b"\n")
+                made = True
             except FileExistsError:
                 pass  # another run made it first: use theirs
         stored = path.read_bytes().strip()
@@ -78,23 +82,30 @@ def _private_key() -> tuple[Any, str]:
                               f"({exc.strerror or exc}); {fix}") from None
     return _decoded(stored, f"the signing key file {path}",
                     f"move the file away (a new key is made; passports it signed keep its fingerprint) or {fix}"), \
-        "local"
+        "local", made
 
 
 def check_signing_key() -> str:
-    """The fingerprint of the key this machine will sign with (made now if it is the first run);
-    SigningKeyError when there is none: a run checks this before it sends anything."""
+    """Which key this run's passport will be signed with, as a sentence (the key made now if it is
+    this machine's first run); SigningKeyError when there is none: a run checks this before it
+    sends anything."""
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-    key, _ = _private_key()
-    return key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    key, source, made = _private_key()
+    fingerprint = key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    if source == "environment":
+        return f"signing with {KEY_ENV} ({fingerprint})"
+    if made:
+        return (f"signing with this machine's new key {fingerprint}, made now at {local_key_path()} (readable by "
+                f"you only); `passport verify --key {fingerprint}` accepts only passports it signed")
+    return f"signing with this machine's key {fingerprint} ({local_key_path()})"
 
 
 def sign_content(content_sha256: str) -> dict[str, str]:
     """The passport's `signature` section for its content hash."""
     from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
-    key, source = _private_key()
+    key, source, _ = _private_key()
     public = key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw)
     return {"algorithm": _ALGORITHM, "public_key": base64.b64encode(public).decode(),
             "fingerprint": key_fingerprint(public), "key": source,

@@ -35,6 +35,7 @@ from passport.cli import (
 )
 from passport.cli._exit import ExitCode
 from passport.cli._failure import DEBUG_ENV, debug_asked, report_crash
+from passport.cli._terminal import guarded_terminal
 
 __all__ = ["main", "COMMANDS"]
 
@@ -137,4 +138,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return ExitCode.USAGE
-    return int(_dispatch(COMMANDS[args.command].main, args))
+    with guarded_terminal():  # no escape sequence a server wrote reaches a terminal
+        return int(_dispatch(COMMANDS[args.command].main, args))

@@ -220,8 +220,10 @@ class RichProgress:
         from rich.console import Console
 
         from passport.cli._live import LiveFigures  # numpy: loaded when a run starts, not for --help
+        from passport.cli._terminal import beneath
 
-        self._console = console or Console(stderr=True)
+        # our own drawing (its text is numbers and our words) goes beneath the terminal guard
+        self._console = console or Console(file=beneath(sys.stderr))
         self._live = LiveFigures(workers=workers)
         self._total, self._last = total, (0, 0, 0)
         self._clock, self._started = time.monotonic, time.monotonic()

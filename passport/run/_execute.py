@@ -113,7 +113,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     (read, or made on a first run) and the optional modules the spec names."""
     suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
     headers = auth_headers(spec)
-    check_signing_key()
+    signing = check_signing_key()
     if spec.load.backend == "ray":
         require("ray", "load.backend: ray")
     run_id = uuid.uuid4().hex[:8]
@@ -122,7 +122,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     started_utc, run_start_ns = utc_now(), time.perf_counter_ns()
     make_run_folder(folder)
     write_spec_as_run(folder, raw_spec, overrides)
-    return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force)
+    return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force, signing)
 
 
 def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identified:
@@ -306,6 +306,7 @@ def execute(
     launcher = shared_engine
     owns_engine = shared_engine is None and spec.engine is not None
     harness = collect_harness(RAW_SCHEMA_VERSION)
+    say(run.signing)
     try:
         if spec.load.backend == "ray":  # before anything is launched or sent
             with in_stage("connecting to Ray", run.folder):

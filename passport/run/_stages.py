@@ -31,7 +31,8 @@ ProgressFactory = Callable[[int | None, int], ProgressSink]  # (requests to send
 
 @dataclass(frozen=True)
 class Opened:
-    """The run's constants: the spec as declared, its folder and id, and the suite it names."""
+    """The run's constants: the spec as declared, its folder and id, the suite it names, and the
+    signing key checked before anything is sent."""
 
     spec: RunSpec
     raw_spec: dict[str, Any]
@@ -43,6 +44,7 @@ class Opened:
     headers: dict[str, str]
     suite: Suite | None
     force: bool
+    signing: str = ""  # which key will sign the passport, as a sentence (said before anything is sent)
 
 
 @dataclass(frozen=True)

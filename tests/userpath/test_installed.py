@@ -92,12 +92,13 @@ def _free_port() -> int:
 
 
 # vLLM's `bench serve` words: --max-concurrency, --num-prompts, lengths in tokens
-VLLM_FLAGS = ("--max-concurrency", "4", "--num-prompts", "40", "--input-len", "32", "--output-len", "8", "--quiet")
+VLLM_FLAGS = ("--max-concurrency", "4", "--num-prompts", "40", "--input-len", "32", "--output-len", "8")
 
 
-def _run(installed: Installed, url: str, out: str) -> Path:
+def _run(installed: Installed, url: str, out: str, said: str = "") -> Path:
     result = installed.passport("run", "--endpoint", url, *VLLM_FLAGS, "--out", out)
     assert result.returncode == 0 and "Result is: VALID" in result.stdout, result.stdout + result.stderr
+    assert said in result.stderr, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("passport: "))
     folder = installed.home / Path(line.split()[1]).parent
     assert (folder / "passport.json").is_file()
@@ -116,17 +117,18 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installe
 
 
 def test_a_user_runs_verifies_compares_gates_and_keeps_a_ledger(installed: Installed, engine: str) -> None:
-    first = _run(installed, engine, "results")
+    key = Path(installed.env["PASSPORT_KEY_DIR"]) / "signing-key.ed25519"
+    first = _run(installed, engine, "results", said=f", made now at {key} (readable by you only)")
     passport = json.loads((first / "passport.json").read_text())
-    assert passport["signature"]["key"] == "local"  # the first run made this user's key
-    assert (Path(installed.env["PASSPORT_KEY_DIR"]) / "signing-key.ed25519").is_file()
+    assert passport["signature"]["key"] == "local"  # the first run made this user's key, and said so
+    assert key.is_file() and key.stat().st_mode & 0o077 == 0  # readable by its owner only
     ttft = passport["results"]["metrics"]["ttft.any"]["p50"]
     assert 0.020 <= ttft < 0.060, ttft  # the engine's scripted 20 ms, and the client's own share
 
     verified = installed.passport("verify", str(first))
     assert verified.returncode == 0 and verified.stdout.startswith(f"verified: {first}"), verified.stdout
 
-    second = _run(installed, engine, "results")
+    second = _run(installed, engine, "results", said=f"passport: signing with this machine's key sha256:")
     compared = installed.passport("compare", str(first), str(second))
     assert compared.returncode == 0 and "COMPARABLE" in compared.stdout.upper(), compared.stdout + compared.stderr
 

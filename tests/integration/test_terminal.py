@@ -69,4 +69,4 @@ def test_a_server_cannot_write_escape_sequences_to_the_terminal(simulator: SimFa
     again = _on_a_terminal(["show", str(run)])
     assert b"sim\x1b[2K" not in again and b"sim\\x1b[2K\\x0dInjected" in again, again
     piped = subprocess.run([sys.executable, "-m", "passport.cli", "show", str(run)], capture_output=True, cwd=REPO)
-    assert "sim\x1b[2K\rInjected".encode() in piped.stdout  # not a terminal: the bytes as the server sent them
+    assert b"sim\x1b[2K\rInjected" in piped.stdout  # not a terminal: the bytes as the server sent them

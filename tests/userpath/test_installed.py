@@ -128,7 +128,7 @@ def test_a_user_runs_verifies_compares_gates_and_keeps_a_ledger(installed: Insta
     verified = installed.passport("verify", str(first))
     assert verified.returncode == 0 and verified.stdout.startswith(f"verified: {first}"), verified.stdout
 
-    second = _run(installed, engine, "results", said=f"passport: signing with this machine's key sha256:")
+    second = _run(installed, engine, "results", said="passport: signing with this machine's key sha256:")
     compared = installed.passport("compare", str(first), str(second))
     assert compared.returncode == 0 and "COMPARABLE" in compared.stdout.upper(), compared.stdout + compared.stderr
 

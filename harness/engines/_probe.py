@@ -33,7 +33,8 @@ def probe_identity(control: ControlClient, cards: list[dict[str, Any]], model_id
     there (never to a managed API, where it may cost)."""
     card = next((c for c in cards if c.get("id") == model_id), {})
     p = ProbeContext(control, card)
-    p.put("model.id", model_id, "/v1/models")
+    if card:  # an id the server does not list is what the run asked for, not what the server said
+        p.put("model.id", model_id, "/v1/models")
     p.put("model.owned_by", card.get("owned_by"), "/v1/models")
     engine, via = detect(control, card, base_url)
     found = profile(engine)

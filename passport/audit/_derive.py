@@ -23,6 +23,7 @@ from passport.audit._counts import count_outcomes, found_cap_full, measured_rows
 from passport.audit._declared import read_declared
 from passport.audit._lag import lag_facts
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+from passport.audit._probes import model_listing
 from passport.audit._results import compute_results, read_run
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
@@ -118,6 +119,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
         server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,
         counters_judged=rules_version >= 4,
+        model_listing=model_listing(run_dir) if rules_version >= 5 else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts))

@@ -56,6 +56,9 @@ class RunFacts:
     # totals (`_counters.py`); None: no bracket was kept (or an older run).
     server_counters: CounterFacts | None = None
     counters_judged: bool = False  # rules version 4 on: a missing bracket is said (SKIP)
+    # Rules version 5 on: (the model the run asked for, the ids the server's /v1/models listed, or
+    # None when it gave no list) from probes.jsonl; None: not judged (an older run, or no probes).
+    model_listing: tuple[str, list[str] | None] | None = None
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -389,10 +392,29 @@ def _declarations(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim:
     return out
 
 
+def _model_listed(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    """Whether the server lists the model the run asked for: an id it does not list may be served
+    by another model under that name (or the field ignored), so identity cannot call it probed."""
+    if f.model_listing is None:
+        return []
+    asked, listed = f.model_listing
+    if listed is None:
+        return [_note("model_listed", "SKIP", f"the server gave no model list; the run asked for {asked!r}, which "
+                                              "identity records as declared")]
+    shown = ", ".join(repr(m) for m in listed[:5]) + (f" and {len(listed) - 5} more" if len(listed) > 5 else "")
+    return [_rule("model_listed", asked in listed, asked, "listed by /v1/models",
+                  f"the server lists the model the run asked for ({asked!r})" if asked in listed else
+                  f"the run asked for {asked!r}, which the server's /v1/models does not list ({shown or 'none'}): "
+                  "another model may have answered under that name, so identity.model.id is declared, not probed",
+                  "ask for a model the server lists (`passport probe URL` shows them), or declare what the server "
+                  "maps the name to under identity:", soft=True)]
+
+
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
-RULES: tuple[Rule, ...] = (_run_complete, _canaries, _completed_and_errors, _accounting, _server_counters, _client,
-                           _clock_offsets, _achieved_rate, _engine, _lengths, _answer_checks, _declarations)
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _model_listed, _completed_and_errors, _accounting,
+                           _server_counters, _client, _clock_offsets, _achieved_rate, _engine, _lengths, _answer_checks,
+                           _declarations)
 
 
 def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,

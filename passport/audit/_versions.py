@@ -21,6 +21,7 @@ SIGNED_SINCE = "1.4"
 # judge each lag against the latency it distorts, at a tail quantile that is not the maximum of
 # a few samples, and name the cause (this process or others on the machine): `_lag.py`. 4: the
 # server_counters rule holds the client's totals against the engine's own counters read around
-# the timed phase (`_counters.py`).
+# the timed phase (`_counters.py`). 5: the model_listed rule warns when the model the run asked
+# for is not among the ids the server's /v1/models listed (`_probes.py`).
 RULES_KEY = "passport.rules"
-RULES_VERSION = 4
+RULES_VERSION = 5

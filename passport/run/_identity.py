@@ -31,9 +31,17 @@ DECLARED_ALIASES = {
 
 def probe_endpoint(control: ControlClient, cards: list[dict[str, Any]], model_id: str, base_url: str,
                    api: str = "chat") -> dict[str, SourcedValue]:
-    """Every identity and capacity field the endpoint can tell, each marked `probed`."""
+    """Every identity and capacity field the endpoint can tell, each marked `probed`; the model
+    asked for is `declared` when the server's /v1/models does not list it (the model_listed rule
+    says so)."""
     found = engines.probe_identity(control, cards, model_id, base_url, api)
-    return {key: SourcedValue(value=scrub_json(value), source="probed", via=via) for key, (value, via) in found.items()}
+    fields = {key: SourcedValue(value=scrub_json(value), source="probed", via=via)
+              for key, (value, via) in found.items()}
+    if "model.id" not in fields:
+        fields["model.id"] = SourcedValue(
+            value=model_id, source="declared",
+            via="endpoint.model (--model): not among the ids the server's /v1/models lists")
+    return fields
 
 
 def complete_identity(probed: dict[str, SourcedValue], declared: dict[str, Any]) -> dict[str, SourcedValue]:

@@ -127,6 +127,20 @@ def _dispatch(handler: Callable[[argparse.Namespace], ExitCode], args: argparse.
         return ExitCode.USAGE
 
 
+def _unrecognized(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 on arguments no parser took, with the usage of the command they were given to (not
+    the top level's) and the options closest to the first unknown one."""
+    import difflib
+
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))  # noqa: SLF001
+    command = commands.choices.get(args.command, parser) if args.command else parser
+    options = [s for action in command._actions for s in action.option_strings]  # noqa: SLF001
+    unknown = next((e for e in extra if e.startswith("-")), extra[0]).split("=", 1)[0]
+    close = difflib.get_close_matches(unknown, options, n=3, cutoff=0.6)
+    command.error(f"unrecognized arguments: {' '.join(extra)}" + (f" (did you mean {' or '.join(close)}?)" if close
+                                                                    else f" (see {command.prog} --help)"))
+
+
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
@@ -134,7 +148,9 @@ def _interrupt(signum: int, frame: FrameType | None) -> None:
 def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # a CI runner's SIGTERM is a Ctrl-C, not a silent death
     parser = _parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        _unrecognized(parser, args, extra)
     if args.command is None:
         parser.print_help()
         return ExitCode.USAGE

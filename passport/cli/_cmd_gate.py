@@ -123,6 +123,9 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
         base = chosen.run_dir
     else:
         base = Path(spec)
+    if _same_run(args.run_dir, base):
+        raise GateError(f"--baseline {base} is the gated run itself: a run cannot be its own baseline (give an "
+                        "earlier run, campaign or ledger:DIR)")
     base_campaign = (base / "campaign.json").is_file()
     if campaign != base_campaign:
         raise GateError(f"--baseline {base}: a {'campaign' if campaign else 'run'} is gated against a "
@@ -140,6 +143,21 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
     if args.allow:
         print(f"comparability: allowing {', '.join(args.allow)} to differ")
     return finish(results, args.alpha) + missing
+
+
+def _same_run(run_dir: Path, base: Path) -> bool:
+    """Whether `base` is the gated folder itself, by path or as a copy of the same sealed passport."""
+    import json
+
+    if run_dir.resolve() == base.resolve():
+        return True
+    hashes = []
+    for folder in (run_dir, base):
+        try:
+            hashes.append(json.loads((folder / "passport.json").read_bytes()).get("content_sha256"))
+        except (OSError, ValueError, AttributeError):
+            return False
+    return hashes[0] is not None and hashes[0] == hashes[1]
 
 
 def _report(args: argparse.Namespace, name: str, results: list[Any], against: list[Any]) -> ExitCode:

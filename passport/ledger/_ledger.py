@@ -189,9 +189,11 @@ class Baseline:
 
 
 def pick_baseline(ledger: Path, current: Passport, filters: list[str]) -> Baseline:
-    """The latest VALID run in the ledger with `current`'s workload and schedule hashes, matching
-    `filters`, other than `current` itself; its folder must still hold the passport the ledger
-    recorded. LedgerError saying what was looked for when there is none."""
+    """The latest VALID run in the ledger created before `current`, with `current`'s workload and
+    schedule hashes, matching `filters`, other than `current` itself (a run created after the
+    gated one is never its baseline: a newcomer's run, or a row dated in the future); its folder
+    must still hold the passport the ledger recorded. LedgerError saying what was looked for when
+    there is none."""
     con, _ = connect(ledger)
     columns = runs_columns(con)
     if "workload_sha256" not in columns:
@@ -199,13 +201,15 @@ def pick_baseline(ledger: Path, current: Passport, filters: list[str]) -> Baseli
     condition, params = where_clause(filters, columns)
     rows = con.execute(
         f"SELECT run_dir, run_id, created_utc, passport_sha256 FROM runs WHERE verdict = 'VALID' AND "
-        f"workload_sha256 = ? AND schedule_sha256 = ? AND passport_sha256 IS DISTINCT FROM ? AND {condition} "
-        "ORDER BY created_utc DESC, added_utc DESC LIMIT 1",
-        [current.protocol.workload.sha256, current.protocol.schedule.sha256, current.content_sha256, *params],
+        f"workload_sha256 = ? AND schedule_sha256 = ? AND passport_sha256 IS DISTINCT FROM ? AND created_utc < ? "
+        f"AND {condition} ORDER BY created_utc DESC, added_utc DESC LIMIT 1",
+        [current.protocol.workload.sha256, current.protocol.schedule.sha256, current.content_sha256,
+         current.created_utc, *params],
     ).fetchall()
     if not rows:
         looked = f"workload {current.protocol.workload.sha256[:12]}, schedule {current.protocol.schedule.sha256[:12]}"
-        raise LedgerError(f"the ledger at {ledger} has no VALID run with this run's {looked}"
+        raise LedgerError(f"the ledger at {ledger} has no VALID run created before this one ({current.created_utc}) "
+                          f"with this run's {looked}"
                           + (f" and {' and '.join(filters)}" if filters else "") + ": add one first "
                           "(`passport ledger add`)")
     run_dir, run_id, created, sha = rows[0]

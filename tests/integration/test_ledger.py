@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, SimFactory, only_run_dir, run_cli
+from tests.faults import fault
 from tests.integration.test_campaign import SIM, _campaign
 from tests.integration.test_report_html import chromium
 
@@ -188,7 +189,8 @@ def test_a_baseline_of_another_workload_or_not_valid_is_refused(tutorial: dict[s
     assert unread.returncode == 2 and "reads a baseline: pass --baseline" in unread.stderr
     none = run_cli("gate", str(other), "--baseline", f"ledger:{tutorial['ledger']}", "--require",
                    "ttft.any.p95 regression < 10%")
-    assert none.returncode == 2 and "has no VALID run with this run's workload" in none.stderr
+    assert none.returncode == 2 and "has no VALID run created before this one" in none.stderr
+    assert "with this run's workload" in none.stderr
 
 
 def test_an_unchanged_campaign_passes_and_a_slower_arm_fails_arm_by_arm(tmp_path: Path) -> None:
@@ -218,3 +220,31 @@ def test_an_unchanged_campaign_passes_and_a_slower_arm_fails_arm_by_arm(tmp_path
     arm_run = next(base.rglob("passport.json")).parent
     mixed = run_cli("gate", str(slower), "--baseline", str(arm_run), *require)
     assert mixed.returncode == 2 and "a campaign is gated against a campaign" in mixed.stderr
+
+
+@fault("`gate R --baseline R` (the run itself, or a copy of its folder)", "exit 2: a run cannot be its own baseline")
+def test_a_run_is_never_its_own_baseline(tutorial: dict[str, Any], tmp_path: Path) -> None:
+    import shutil
+
+    (run,) = (tutorial["out"] / "v2").iterdir()
+    copy = tmp_path / "copy"
+    shutil.copytree(run, copy)
+    for base in (run, copy):
+        result = run_cli("gate", str(run), "--baseline", str(base), "--require", "ttft.any.p95 regression < 10%")
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert result.stderr.startswith(f"ERROR: --baseline {base} is the gated run itself"), result.stderr
+
+
+@fault("a ledger holding runs created after the gated run (a newcomer's, or a row dated in the future)",
+       "never the baseline: the newest comparable VALID run created before the gated one is, or exit 2 saying none is")
+def test_a_ledger_baseline_is_never_a_later_run(tutorial: dict[str, Any]) -> None:
+    first = min((tutorial["out"] / "v1").iterdir(), key=lambda p: json.loads((p / "passport.json").read_text())
+                ["created_utc"])  # the first release run: every other run in the ledger came after it
+    gate = ("--baseline", f"ledger:{tutorial['ledger']}", "--require", "ttft.any.p95 regression < 10%")
+    none = run_cli("gate", str(first), *gate)
+    assert none.returncode == 2 and "has no VALID run created before this one" in none.stderr, none.stderr
+    (v2,) = (tutorial["out"] / "v2").iterdir()
+    created = json.loads((v2 / "passport.json").read_text())["created_utc"]
+    picked = run_cli("gate", str(v2), *gate, "--where", "engine.build=v1")
+    line = next(x for x in picked.stdout.splitlines() if x.startswith("baseline: "))
+    assert picked.returncode == 0 and line.split()[2].strip("()") < created, picked.stdout

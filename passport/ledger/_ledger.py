@@ -20,7 +20,7 @@ from typing import Any
 from passport._errors import PassportError
 from passport.audit import content_sha256
 from passport.ledger._rows import CANARY_COLUMNS, arm_rows, canary_rows, identity_column, run_row
-from passport.ledger._store import TABLES, LedgerFiles, ledger_files, write_rows
+from passport.ledger._store import TABLES, LedgerFiles, ledger_files, name_problem, write_rows
 from passport.model import Passport, read_passport
 
 __all__ = ["LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause", "Baseline", "column_of",
@@ -48,6 +48,19 @@ def _stem(passport_id: str, sha256: str | None) -> str:
     return f"{passport_id}-{(sha256 or 'unsealed')[:16]}"
 
 
+def _refusal(ledger: Path, p: Passport, stem: str) -> str | None:
+    """Why the ledger must not take `p` under `stem`: a run id or date that could name a path, or
+    a run id the ledger holds already with other content (two passports claiming one run)."""
+    problem = name_problem(stem, p.created_utc)
+    if problem is not None:
+        return f"run {p.run_id!r}: {problem}; the ledger builds file names from it"
+    other = sorted(f.name for f in (ledger / "runs").glob(f"date=*/{p.run_id}-*.parquet") if f.stem != stem)
+    if other:
+        return (f"run {p.run_id} is already in the ledger with other content ({other[0]}): two passports claim one "
+                "run; the ledger keeps the first")
+    return None
+
+
 def _add_run(ledger: Path, folder: Path, p: Passport, added_utc: str) -> bool:
     """Append one verified run's rows; False when it was already there."""
     run_dir = str(folder.resolve())
@@ -62,6 +75,9 @@ def _writable(ledger: Path) -> None:
     """LedgerError unless the ledger and each table's folder are folders that take a file (made
     when missing): checked before any row is written, so a bad ledger takes none."""
     for path in (ledger, *(ledger / table for table in TABLES)):
+        if path != ledger and path.is_symlink():  # the ledger itself may be a link the user chose
+            raise LedgerError(f"{path} is a symbolic link: the ledger writes only into its own folders; give --ledger "
+                              "the real folder")
         if path.exists() and not path.is_dir():
             raise LedgerError(f"{path} is not a folder: a ledger is a folder with one folder per table "
                               f"({', '.join(TABLES)}); move the file away or give --ledger another folder")
@@ -88,12 +104,22 @@ def add(ledger: Path, folder: Path) -> Added:
     added_utc = _now()
     if not (folder / CAMPAIGN_FILE).is_file():
         p = read_passport(folder)
+        refusal = _refusal(ledger, p, _stem(p.run_id, p.content_sha256))
+        if refusal is not None:
+            return Added(folder, "refused", refusal)
         fresh = _add_run(ledger, folder, p, added_utc)
         return Added(folder, "added" if fresh else "present",
                      f"{p.run_id} ({p.verdict})" + ("" if fresh else ": already in the ledger"))
     record = read_campaign(folder)
     runs = [(folder / rep["run"]) for arm in record["arms"] for rep in arm["repetitions"] if rep["run"] is not None]
-    fresh_runs = sum(_add_run(ledger, run, read_passport(run), added_utc) for run in runs)
+    passports = [(run, read_passport(run)) for run in runs]
+    refusals = [r for run, p in passports if (r := _refusal(ledger, p, _stem(p.run_id, p.content_sha256)))]
+    refusals += [f"campaign {record['name']!r}: {problem}" for problem in
+                 [name_problem(_stem(str(record["name"]), record.get("content_sha256")),
+                               str(record.get("created_utc") or added_utc))] if problem]
+    if refusals:
+        return Added(folder, "refused", "; ".join(refusals[:3]))
+    fresh_runs = sum(_add_run(ledger, run, p, added_utc) for run, p in passports)
     written = write_rows(ledger, "arms", arm_rows(record, str(folder.resolve()), added_utc),
                          str(record.get("created_utc") or added_utc), _stem(str(record["name"]),
                                                                               record.get("content_sha256")))

@@ -14,13 +14,22 @@ filesystem has no hard links the temporary file is renamed after checking the na
 
 Reading lists every `*.parquet` under a table's folder and keeps those whose metadata says they
 are that table's: anything else (a foreign file, a truncated or corrupt one) is named in
-`skipped` and left alone, never fatal.
+`skipped` and left alone, never fatal. Only regular files are read: a FIFO, a device or a socket
+named `*.parquet` would hang a reader or read forever, and a symbolic link may point anywhere,
+so each is named and skipped, never opened; the walk follows no link.
+
+Names are checked before any path is built from them: a file's stem (from a run id or a
+campaign's name) and its partition date must be plain identifiers, so no passport can name a
+path outside the ledger (`ValueError` otherwise), and a folder inside the ledger that is a
+symbolic link is refused, not written through.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +37,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-__all__ = ["TABLES", "LEDGER_VERSION", "LedgerFiles", "write_rows", "ledger_files", "has_passport", "MARKER"]
+__all__ = ["TABLES", "LEDGER_VERSION", "LedgerFiles", "write_rows", "ledger_files", "has_passport", "MARKER",
+           "name_problem"]
 
 TABLES = ("runs", "canary_cases", "arms")
 LEDGER_VERSION = 1
@@ -43,8 +53,25 @@ class LedgerFiles:
     skipped: list[tuple[Path, str]] = field(default_factory=list)
 
 
+_STEM = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def name_problem(stem: str, created_utc: str) -> str | None:
+    """Why `stem` or `created_utc` cannot name a ledger file (a path, a dot-dot, no date), or None."""
+    if not _STEM.fullmatch(stem) or ".." in stem:
+        return f"{stem!r} is not a plain identifier (letters, digits, '.', '_', '-')"
+    if not _DATE.fullmatch(created_utc[:10]):
+        return f"its creation time {created_utc!r} does not start with a date (YYYY-MM-DD)"
+    return None
+
+
 def _partition(ledger: Path, table: str, created_utc: str) -> Path:
-    return ledger / table / f"date={created_utc[:10]}"
+    folder = ledger / table / f"date={created_utc[:10]}"
+    for part in (ledger / table, folder):  # the ledger itself may be a link its user chose
+        if part.is_symlink():
+            raise ValueError(f"{part} is a symbolic link: the ledger writes only into its own folders")
+    return folder
 
 
 def has_passport(ledger: Path, table: str, stem: str) -> bool:
@@ -59,6 +86,9 @@ def write_rows(ledger: Path, table: str, rows: list[dict[str, Any]], created_utc
     file of that name is already in the ledger (nothing written)."""
     if table not in TABLES:
         raise ValueError(f"unknown ledger table {table!r}")
+    problem = name_problem(stem, created_utc)
+    if problem is not None:
+        raise ValueError(f"cannot name a ledger file: {problem}")
     if has_passport(ledger, table, stem):
         return None
     folder = _partition(ledger, table, created_utc)
@@ -128,10 +158,24 @@ def ledger_files(ledger: Path, table: str) -> LedgerFiles:
     """The files of `table` this passport reads, and the others named with why."""
     found = LedgerFiles()
     folder = Path(ledger) / table
+    if folder.is_symlink():
+        found.skipped.append((folder, "a symbolic link: not followed"))
+        return found
     if not folder.is_dir():
         return found
-    for path in sorted(folder.rglob("*")):
-        if path.is_dir() or path.name.endswith(".partial"):
+    paths = sorted(Path(root) / name for root, dirs, names in os.walk(folder) for name in [*names, *dirs])
+    for path in paths:
+        try:
+            mode = path.lstat().st_mode
+        except OSError:  # gone since the walk listed it
+            continue
+        if stat.S_ISDIR(mode) or path.name.endswith(".partial"):
+            continue
+        if stat.S_ISLNK(mode):
+            found.skipped.append((path, "a symbolic link: not followed"))
+            continue
+        if not stat.S_ISREG(mode):
+            found.skipped.append((path, "not a regular file (a FIFO, a device or a socket): not opened"))
             continue
         if path.suffix != ".parquet":
             found.skipped.append((path, "not a Parquet file"))

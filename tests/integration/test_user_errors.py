@@ -205,3 +205,42 @@ def test_a_damaged_draft_is_refused_by_recover(tmp_path: Path) -> None:
     result = run_cli("recover", str(tmp_path))
     assert result.returncode == 2 and "cannot be read as a passport draft" in result.stderr, result.stderr
     _no_traceback(result)
+
+
+def _forge(run: Path, to: Path, **changes: str) -> Path:
+    """A copy of `run` whose passport says `changes`, its reports re-rendered, resealed and signed
+    with this machine's key, as passport itself writes one: a forgery verify accepts, since its
+    signer is the one who forged it."""
+    import shutil
+
+    from passport.model import Passport
+    from passport.run._assemble import write_passport
+
+    shutil.copytree(run, to)
+    passport = json.loads((to / "passport.json").read_text())
+    write_passport(to, Passport.model_validate({**passport, **changes}))
+    return to
+
+
+@fault("a signed passport whose run_id or created_utc names a path (`../../x`, an absolute path, a date that is not "
+       "one), or a second passport under a run_id the ledger holds",
+       "`ledger add` refuses it (exit 1), naming the field; nothing is written outside the ledger or twice")
+@pytest.mark.slow
+def test_the_ledger_takes_no_path_from_a_passport_and_one_content_per_run(one_run: Path, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    cases = {"traversal": {"run_id": "../../planted"}, "absolute": {"run_id": str(tmp_path / "planted-abs")},
+             "date": {"created_utc": "../../../2099"}}
+    for name, changes in cases.items():
+        forged = _forge(one_run, tmp_path / name, **changes)
+        assert run_cli("verify", str(forged)).returncode == 0  # resealed and signed: verify accepts it
+        added = run_cli("ledger", "add", str(forged), "--ledger", str(ledger))
+        assert added.returncode == 1 and "refused" in added.stdout, (name, added.stdout, added.stderr)
+        assert "is not a plain identifier" in added.stdout or "does not start with a date" in added.stdout
+    assert not list(tmp_path.rglob("planted*"))
+    assert not list(ledger.rglob("*.parquet"))
+    assert run_cli("ledger", "add", str(one_run), "--ledger", str(ledger)).returncode == 0
+    twin = _forge(one_run, tmp_path / "twin", name="another-content")
+    refused = run_cli("ledger", "add", str(twin), "--ledger", str(ledger))
+    run_id = json.loads((one_run / "passport.json").read_text())["run_id"]
+    assert refused.returncode == 1 and f"run {run_id} is already in the ledger with other content" in refused.stdout
+    assert len(list((ledger / "runs").rglob("*.parquet"))) == 1

@@ -117,3 +117,44 @@ def test_an_unchanged_build_is_not_flagged_within_its_own_spread(noise: float) -
     history = [_point(v) for v in values]
     _detect(history, WINDOW)
     assert not any(p.flagged for p in history)
+
+
+@pytest.mark.parametrize(("stem", "created"), [
+    ("../../outside", "2026-12-04T00:00:00Z"), ("/etc/x", "2026-12-04T00:00:00Z"), ("a/b", "2026-12-04T00:00:00Z"),
+    ("ok", "../../x"), ("ok", "2099/01/01"), ("", "2026-12-04T00:00:00Z"), ("a..b", "2026-12-04T00:00:00Z"),
+])
+def test_a_name_that_could_be_a_path_writes_nothing(tmp_path: Path, stem: str, created: str) -> None:
+    ledger = tmp_path / "ledger"
+    with pytest.raises(ValueError, match="cannot name a ledger file"):
+        write_rows(ledger, "runs", [{"run_id": stem}], created, stem)
+    assert not list(tmp_path.rglob("*.parquet")) and not list(tmp_path.rglob("*.partial"))
+
+
+def test_a_planted_symlink_in_the_ledger_is_never_written_through(tmp_path: Path) -> None:
+    ledger, elsewhere = tmp_path / "ledger", tmp_path / "elsewhere"
+    (ledger / "runs").mkdir(parents=True)
+    elsewhere.mkdir()
+    (ledger / "runs" / "date=2026-12-04").symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="is a symbolic link"):
+        write_rows(ledger, "runs", [{"run_id": "r"}], "2026-12-04T00:00:00Z", "r")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_only_regular_files_are_read_and_no_link_is_followed(tmp_path: Path) -> None:
+    import os
+
+    ledger = tmp_path / "ledger"
+    good = write_rows(ledger, "runs", [{"run_id": "r", "ttft.any.p99": 1.0}], "2026-12-04T00:00:00Z", "r")
+    assert good is not None
+    part = good.parent
+    os.mkfifo(part / "fifo.parquet")  # a reader that opened it would wait forever
+    (part / "link.parquet").symlink_to(good)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    pq.write_table(pa.table({"x": [1]}), outside / "o.parquet")
+    (ledger / "runs" / "date=2026-12-05").symlink_to(outside)
+    files = ledger_files(ledger, "runs")
+    assert files.good == [good]
+    assert dict((p.name, why) for p, why in files.skipped) == {
+        "fifo.parquet": "not a regular file (a FIFO, a device or a socket): not opened",
+        "link.parquet": "a symbolic link: not followed", "date=2026-12-05": "a symbolic link: not followed"}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,9 @@ def add(sub: Any, epilog: str) -> None:
     querying = actions.add_parser("query", help="run SQL over the ledger (DuckDB; tables runs, canary_cases, arms)")
     querying.add_argument("sql", help="the query, e.g. \"SELECT run_id, verdict FROM runs\"")
     querying.add_argument("--json", action="store_true", help="print the rows as JSON")
+    querying.add_argument("--limit", type=int, default=1000, metavar="N",
+                          help="print at most N rows (default 1000; the rest are counted as left out, never read "
+                               "into memory whole); the SQL reads only the ledger's tables, no other file")
     add_ledger_option(querying)
 
 
@@ -80,8 +84,8 @@ def print_skipped(skipped: list[tuple[Path, str]]) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
+    from passport.ledger import LedgerError, query
     from passport.ledger import add as add_to
-    from passport.ledger import query
 
     ledger = ledger_dir(args)
     if args.ledger_command == "add":
@@ -91,8 +95,13 @@ def main(args: argparse.Namespace) -> ExitCode:
             refused += added.status == "refused"
             print(f"{added.status:<8} {folder}: {added.message}")
         return ExitCode.of(not refused)
-    columns, rows, skipped = query(ledger, args.sql)
+    if args.limit < 1:
+        raise LedgerError(f"--limit {args.limit}: give at least 1 row")
+    columns, rows, skipped, more = query(ledger, args.sql, args.limit)
     print_skipped(skipped)
+    if more:
+        print(f"passport: more than {args.limit} rows: the first {args.limit} are shown (--limit N for more, or "
+              "LIMIT/OFFSET in the SQL)", file=sys.stderr)
     if args.json:
         import json
 

@@ -23,8 +23,11 @@ from passport.ledger._rows import CANARY_COLUMNS, arm_rows, canary_rows, identit
 from passport.ledger._store import TABLES, LedgerFiles, ledger_files, name_problem, write_rows
 from passport.model import Passport, read_passport
 
-__all__ = ["LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause", "Baseline", "column_of",
-           "quote_name", "runs_columns"]
+__all__ = ["DEFAULT_ROW_LIMIT", "LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause",
+           "Baseline", "column_of", "quote_name", "runs_columns"]
+
+
+DEFAULT_ROW_LIMIT = 1000  # rows `ledger query` prints unless asked for more
 
 
 class LedgerError(PassportError):
@@ -151,8 +154,22 @@ def connect(ledger: Path) -> tuple[Any, list[tuple[Path, str]]]:
     return con, skipped
 
 
-def query(ledger: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]], list[tuple[Path, str]]]:
-    """(column names, rows, skipped files) of `sql` over the ledger's views."""
+def _sandbox(con: Any, ledger: Path) -> None:
+    """Lock `con` to the ledger's folder: no file outside it read or written, no extension
+    installed, no database attached, and the settings locked so SQL cannot undo it."""
+    # the views' files are named under the path given, which may be a link to the real folder
+    places = {Path(ledger).absolute(), Path(ledger).resolve()}
+    folders = ", ".join("'" + str(f).replace("'", "''") + "'" for f in places)
+    con.execute(f"SET allowed_directories = [{folders}]")
+    con.execute("SET enable_external_access = false")
+    con.execute("SET lock_configuration = true")
+
+
+def query(ledger: Path, sql: str, limit: int = DEFAULT_ROW_LIMIT
+          ) -> tuple[list[str], list[tuple[Any, ...]], list[tuple[Path, str]], bool]:
+    """(column names, at most `limit` rows, skipped files, whether more rows were left out) of
+    `sql` over the ledger's views. The SQL reads only the ledger: once the views are built, the
+    connection can reach no other file (`_sandbox`)."""
     import duckdb
 
     hint = f"tables: {', '.join(TABLES)}; `passport ledger query \"DESCRIBE runs\"` lists the columns"
@@ -160,11 +177,16 @@ def query(ledger: Path, sql: str) -> tuple[list[str], list[tuple[Any, ...]], lis
         raise LedgerError(f"the query is empty: give one SQL statement, e.g. \"SELECT run_id, verdict FROM runs\" "
                           f"({hint})")
     con, skipped = connect(ledger)
+    _sandbox(con, ledger)
     try:
         result = con.execute(sql)
         if result.description is None:  # a statement that returns no result set
-            return [], [], skipped
-        return [d[0] for d in result.description], result.fetchall(), skipped
+            return [], [], skipped, False
+        rows = result.fetchmany(limit + 1)
+        return [d[0] for d in result.description], rows[:limit], skipped, len(rows) > limit
+    except duckdb.PermissionException as exc:
+        raise LedgerError(f"the query reaches outside the ledger ({str(exc).splitlines()[0]}): `ledger query` reads "
+                          f"only the ledger's tables ({hint})") from None
     except duckdb.Error as exc:
         raise LedgerError(f"the query failed: {str(exc).splitlines()[0]} ({hint})") from None
 

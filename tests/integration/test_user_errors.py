@@ -244,3 +244,26 @@ def test_the_ledger_takes_no_path_from_a_passport_and_one_content_per_run(one_ru
     run_id = json.loads((one_run / "passport.json").read_text())["run_id"]
     assert refused.returncode == 1 and f"run {run_id} is already in the ledger with other content" in refused.stdout
     assert len(list((ledger / "runs").rglob("*.parquet"))) == 1
+
+
+@fault("`ledger query` SQL that reads or writes a host file (read_csv('/etc/passwd'), COPY ... TO, ATTACH, INSTALL) "
+       "or returns millions of rows", "exit 2 naming the refusal: the connection reaches only the ledger's folder, its "
+       "settings locked; rows beyond --limit (1000) are counted as left out, never printed")
+@pytest.mark.slow
+def test_ledger_query_reads_only_the_ledger_and_caps_its_rows(one_run: Path, tmp_path: Path) -> None:
+    ledger = tmp_path / "ledger"
+    assert run_cli("ledger", "add", str(one_run), "--ledger", str(ledger)).returncode == 0
+    planted = tmp_path / "planted.csv"
+    for sql in ("SELECT * FROM read_csv('/etc/passwd')", f"COPY (SELECT 1) TO '{planted}'",
+                "SET enable_external_access = true", f"ATTACH '{tmp_path / 'x.duckdb'}'"):
+        refused = run_cli("ledger", "query", sql, "--ledger", str(ledger))
+        assert refused.returncode == 2 and refused.stderr.startswith("ERROR: "), (sql, refused.stderr)
+        _no_traceback(refused)
+    assert not planted.exists() and not (tmp_path / "x.duckdb").exists()
+    capped = run_cli("ledger", "query", "SELECT * FROM range(5000)", "--ledger", str(ledger), "--limit", "3")
+    assert capped.returncode == 0 and capped.stdout.splitlines()[-1] == "(3 rows)", capped.stdout
+    assert "more than 3 rows: the first 3 are shown" in capped.stderr
+    linked = tmp_path / "linked"
+    linked.symlink_to(ledger)  # a ledger reached through a link its user chose still reads
+    rows = run_cli("ledger", "query", "SELECT count(*) AS n FROM runs", "--ledger", str(linked))
+    assert rows.returncode == 0 and rows.stdout.splitlines()[-2].strip() == "1", rows.stdout + rows.stderr

@@ -303,6 +303,7 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
         if wrong:
             problems.append(f"requests.parquet: {len(wrong)} requests say they had more or fewer chunks than "
                             f"chunks.parquet holds (request_id {wrong[:5]})")
+        problems += _token_times_problems(requests, chunks, set(wrong))
     effective = (passport.get("protocol") or {}).get("effective") or {}
     load = effective.get("load") or {}
     fixed = load.get("pattern") not in (None, "closed") or (load.get("measure") or {}).get("requests") is not None
@@ -317,6 +318,32 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
         problems.append(f"requests.parquet: {len(missing)} scheduled requests of a finished run have no row "
                         f"(repetition, seq, phase: {sorted(missing)[:5]}): rows were removed")
     return problems
+
+
+def _token_times_problems(requests: Any, chunks: Any, skip: set[Any]) -> list[str]:
+    """Each request's first and last token times (the TTFT and the E2E to the last token) against
+    its token-bearing chunks' arrival times, which the recorder wrote from the same reads: one
+    column of requests.parquet edited (a TTFT shortened) is caught without any figure."""
+    if not {"first_token_ns", "last_token_ns"} <= set(requests.column_names) or \
+            not {"token_bearing", "recv_ns"} <= set(chunks.column_names):
+        return []
+    arrived: dict[Any, list[int]] = {}
+    for rid, recv, bearing in zip(chunks.column("request_id").to_pylist(), chunks.column("recv_ns").to_pylist(),
+                                  chunks.column("token_bearing").to_pylist()):
+        if bearing and recv is not None:
+            arrived.setdefault(rid, []).append(recv)
+    wrong = []
+    columns = (requests.column(name).to_pylist() for name in ("request_id", "first_token_ns", "last_token_ns"))
+    for rid, first, last in zip(*columns):
+        times = arrived.get(rid)
+        if rid in skip or (times is None and first is None):
+            continue
+        if times is None or (first, last) != (min(times), max(times)):
+            wrong.append(rid)
+    if not wrong:
+        return []
+    return [f"requests.parquet: {len(wrong)} requests' first or last token time is not their first or last "
+            f"token-bearing chunk's arrival in chunks.parquet (request_id {wrong[:5]}): a time was edited"]
 
 
 def trust_problems(run_dir: Path, keys: tuple[str, ...] = ()) -> list[str]:

@@ -267,3 +267,33 @@ def test_ledger_query_reads_only_the_ledger_and_caps_its_rows(one_run: Path, tmp
     linked.symlink_to(ledger)  # a ledger reached through a link its user chose still reads
     rows = run_cli("ledger", "query", "SELECT count(*) AS n FROM runs", "--ledger", str(linked))
     assert rows.returncode == 0 and rows.stdout.splitlines()[-2].strip() == "1", rows.stdout + rows.stderr
+
+
+@fault("requests.parquet's first_token_ns edited (every TTFT a third shorter), every figure, rule and hash "
+       "recomputed to match", "verify names the requests whose first token time is not their first token-bearing "
+       "chunk's arrival")
+@pytest.mark.slow
+def test_a_forged_ttft_column_is_caught_against_the_chunks(one_run: Path, tmp_path: Path) -> None:
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from tests.forgery import rederive_and_reseal
+
+    run = tmp_path / "forged"
+    shutil.copytree(one_run, run)
+    table = pq.read_table(run / "requests.parquet")
+    sent, first = table.column("sent_ns").to_pylist(), table.column("first_token_ns").to_pylist()
+    shorter = [None if f is None else s + (f - s) * 2 // 3 for s, f in zip(sent, first)]
+    index = table.column_names.index("first_token_ns")
+    table = table.set_column(index, "first_token_ns", pa.array(shorter, table.schema.field(index).type))
+    pq.write_table(table, run / "requests.parquet")
+    forged = rederive_and_reseal(run)
+    original = json.loads((one_run / "passport.json").read_text())
+    assert forged["results"]["metrics"]["ttft.any"]["p50"] < original["results"]["metrics"]["ttft.any"]["p50"]
+    result = run_cli("verify", str(run))
+    assert result.returncode == 1, result.stdout
+    assert "requests' first or last token time is not their first or last token-bearing chunk's arrival" \
+        in result.stdout
+    assert run_cli("verify", str(one_run)).returncode == 0  # the run it was forged from is untouched and verifies

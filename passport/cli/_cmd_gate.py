@@ -118,7 +118,8 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
         from passport.ledger import pick_baseline
         from passport.model import read_passport
 
-        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), read_passport(args.run_dir), list(args.where))
+        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), read_passport(args.run_dir), list(args.where),
+                               tuple(args.key))
         print(chosen.line)
         base = chosen.run_dir
     else:

@@ -236,28 +236,36 @@ class Baseline:
     line: str
 
 
-def pick_baseline(ledger: Path, current: Passport, filters: list[str]) -> Baseline:
+def pick_baseline(ledger: Path, current: Passport, filters: list[str], keys: tuple[str, ...] = ()) -> Baseline:
     """The latest VALID run in the ledger created before `current`, with `current`'s workload and
     schedule hashes, matching `filters`, other than `current` itself (a run created after the
-    gated one is never its baseline: a newcomer's run, or a row dated in the future); its folder
-    must still hold the passport the ledger recorded. LedgerError saying what was looked for when
-    there is none."""
+    gated one is never its baseline: a newcomer's run, or a row dated in the future), and with
+    `keys` signed by one of them (a row forged with another key is passed over, not chosen and
+    then refused); its folder must still hold the passport the ledger recorded. LedgerError
+    saying what was looked for when there is none."""
     con, _ = connect(ledger)
     columns = runs_columns(con)
     if "workload_sha256" not in columns:
         raise LedgerError(f"the ledger at {ledger} holds no runs yet")
     condition, params = where_clause(filters, columns)
+    signed = ""
+    if keys:
+        if "signer" not in columns:
+            raise LedgerError(f"the ledger at {ledger} records no signer (its runs were added before passport kept "
+                              "one): add the baselines again, or gate without --key")
+        signed = f"AND signer IN ({', '.join('?' for _ in keys)}) "
     rows = con.execute(
         f"SELECT run_dir, run_id, created_utc, passport_sha256 FROM runs WHERE verdict = 'VALID' AND "
         f"workload_sha256 = ? AND schedule_sha256 = ? AND passport_sha256 IS DISTINCT FROM ? AND created_utc < ? "
-        f"AND {condition} ORDER BY created_utc DESC, added_utc DESC LIMIT 1",
+        f"{signed}AND {condition} ORDER BY created_utc DESC, added_utc DESC LIMIT 1",
         [current.protocol.workload.sha256, current.protocol.schedule.sha256, current.content_sha256,
-         current.created_utc, *params],
+         current.created_utc, *keys, *params],
     ).fetchall()
     if not rows:
         looked = f"workload {current.protocol.workload.sha256[:12]}, schedule {current.protocol.schedule.sha256[:12]}"
         raise LedgerError(f"the ledger at {ledger} has no VALID run created before this one ({current.created_utc}) "
                           f"with this run's {looked}"
+                          + (f", signed by {' or '.join(keys)}" if keys else "")
                           + (f" and {' and '.join(filters)}" if filters else "") + ": add one first "
                           "(`passport ledger add`)")
     run_dir, run_id, created, sha = rows[0]

@@ -4,6 +4,7 @@ canary case, one row per campaign arm repetition.
 Columns of `runs` (every value plain: strings, integers, floats, so any Parquet reader takes them):
 - who: `run_id`, `name`, `created_utc` (the run's start), `added_utc`, `run_dir` (absolute: the
   raw logs stay where they are, referenced, never copied), `passport_sha256` (its content hash),
+  `signer` (the fingerprint of the key that signed it; null for an unsigned passport),
   `files_json` (each raw file's sha256, as JSON), `verdict`, `canaries`, `schema_version`,
   `harness.version`, `harness.git_revision`;
 - the protocol's hashes: `workload_sha256`, `schedule_sha256`, `declared_sha256`,
@@ -73,6 +74,7 @@ def run_row(p: Passport, run_dir: str, added_utc: str) -> dict[str, Any]:
     row: dict[str, Any] = {
         "run_id": p.run_id, "name": p.name, "created_utc": p.created_utc, "added_utc": added_utc,
         "run_dir": run_dir, "passport_sha256": p.content_sha256,
+        "signer": p.signature.fingerprint if p.signature is not None else None,
         "files_json": json.dumps({k: v["sha256"] for k, v in sorted(p.files.items())}),
         "verdict": p.verdict, "canaries": p.validity.canaries["status"], "schema_version": p.schema_version,
         "harness.version": protocol.harness.version, "harness.git_revision": protocol.harness.git_revision,

@@ -130,7 +130,7 @@ def _table(rows: list[dict[str, Any]], columns: tuple[str, ...] = ()) -> pa.Tabl
     return pa.table(arrays)
 
 
-_TEXT = ("run_id", "name", "verdict", "canaries", "schema_version", "harness.version", "harness.git_revision",
+_TEXT = ("run_id", "name", "signer", "verdict", "canaries", "schema_version", "harness.version", "harness.git_revision",
          "load.pattern", "suite", "case_id", "kind", "phase", "category", "reason", "campaign", "objective_name",
          "arm", "arm_status", "run", "status")
 

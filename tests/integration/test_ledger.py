@@ -248,3 +248,45 @@ def test_a_ledger_baseline_is_never_a_later_run(tutorial: dict[str, Any]) -> Non
     picked = run_cli("gate", str(v2), *gate, "--where", "engine.build=v1")
     line = next(x for x in picked.stdout.splitlines() if x.startswith("baseline: "))
     assert picked.returncode == 0 and line.split()[2].strip("()") < created, picked.stdout
+
+
+@fault("a row in the ledger signed by another key, newer than every trusted run (`gate --key K --baseline ledger:`)",
+       "passed over: the baseline is the newest comparable run signed by K; each row records its signer")
+def test_a_baseline_picked_with_a_key_is_signed_by_it(tutorial: dict[str, Any], tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    import base64
+    import datetime as dt
+    import shutil
+
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    from passport.model import Passport
+    from passport.run._assemble import write_passport
+
+    ledger = tmp_path / "ledger"
+    shutil.copytree(tutorial["ledger"], ledger)
+    releases = sorted((json.loads((p / "passport.json").read_text())["created_utc"], p)
+                      for p in (tutorial["out"] / "v1").iterdir())
+    newest_utc, newest = releases[-1]
+    trusted = json.loads((newest / "passport.json").read_text())["signature"]["fingerprint"]
+    signers = run_cli("ledger", "query", "SELECT DISTINCT signer FROM runs", "--ledger", str(ledger), "--json")
+    assert [row["signer"] for row in json.loads(signers.stdout)] == [trusted]  # every row names its signer
+    # a forger's copy of the newest release, 1 ms newer, signed with a key of their own
+    forged = tmp_path / "forged"
+    shutil.copytree(newest, forged)
+    later = dt.datetime.fromisoformat(newest_utc.replace("Z", "+00:00")) + dt.timedelta(milliseconds=1)
+    raw = json.loads((forged / "passport.json").read_text())
+    raw.update(run_id="f0rged01", created_utc=later.isoformat(timespec="milliseconds").replace("+00:00", "Z"))
+    other_key = base64.b64encode(Ed25519PrivateKey.generate().private_bytes_raw()).decode()
+    with monkeypatch.context() as patched:
+        patched.setenv("PASSPORT_SIGNING_KEY", other_key)
+        write_passport(forged, Passport.model_validate(raw))
+    assert run_cli("ledger", "add", str(forged), "--ledger", str(ledger)).returncode == 0
+    (v2,) = (tutorial["out"] / "v2").iterdir()
+    gate = ("--baseline", f"ledger:{ledger}", "--where", "engine.build=v1", "--require",
+            "ttft.any.p95 regression < 10%")
+    anyone = run_cli("gate", str(v2), *gate)
+    assert "baseline: f0rged01" in anyone.stdout  # without a key, the newest row is taken, whoever signed it
+    keyed = run_cli("gate", str(v2), *gate, "--key", trusted)
+    picked = next(x for x in keyed.stdout.splitlines() if x.startswith("baseline: "))
+    assert keyed.returncode == 0 and picked.startswith(f"baseline: {newest.name.rsplit('-', 1)[1]} "), keyed.stdout

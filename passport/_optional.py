@@ -16,7 +16,7 @@ from types import ModuleType
 
 from passport._errors import MissingModuleError
 
-__all__ = ["EXTRA_MODULES", "require", "available"]
+__all__ = ["EXTRA_MODULES", "require"]
 
 # top-level module -> the extra of pyproject.toml that installs it
 EXTRA_MODULES: dict[str, str] = {"ray": "ray", "torch": "gguf-convert"}
@@ -35,12 +35,3 @@ def require(module: str, feature: str) -> ModuleType:
             f"{feature} needs the module {top!r}, which is not installed ({exc}): "
             f"pip install 'passport[{extra}]' (or `pip install {top}`) in the environment passport runs from"
         ) from None
-
-
-def available(module: str) -> bool:
-    """Whether `module` (of an optional extra) can be imported here."""
-    try:
-        require(module, "this check")
-    except MissingModuleError:
-        return False
-    return True

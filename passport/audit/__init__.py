@@ -35,6 +35,7 @@ from passport.audit._declared import (
 from passport.audit._derive import NO_CANARIES, Derived, RunState, derive
 from passport.audit._export import EXPORT_TABLES, export_table
 from passport.audit._files import (
+    PROBES_FILE,
     RAW_FILES,
     REPORT_FILES,
     SPEC_FILE,
@@ -117,6 +118,7 @@ __all__ = [
     "METRICS",
     "PERCENTILES",
     "RAW_FILES",
+    "PROBES_FILE",
     "SPEC_FILE",
     "REQUEST_LATENCY_IDS",
     "SCHEMA_VERSION",

@@ -18,12 +18,13 @@ import pyarrow.parquet as pq
 from passport._errors import RunFolderError
 from passport.audit._types import FileFacts
 
-__all__ = ["RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "sha256_file", "sha256_bytes", "file_entries",
-           "load_table", "content_sha256", "canonical_json"]
+__all__ = ["PROBES_FILE", "RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "sha256_file", "sha256_bytes",
+           "file_entries", "load_table", "content_sha256", "canonical_json"]
 
+PROBES_FILE = "probes.jsonl"  # the control-plane exchanges of identify (passport.run._replay writes it)
 SPEC_FILE = "spec.yaml"  # the spec as run (flags applied): `passport run RUN/spec.yaml` runs it again
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json", "calibration.json", "canaries.parquet", "probes.jsonl", SPEC_FILE)
+             "declared.json", "calibration.json", "canaries.parquet", PROBES_FILE, SPEC_FILE)
 REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
 
 

@@ -11,6 +11,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from passport.audit._files import PROBES_FILE
+
 __all__ = ["ModelListing", "model_listing"]
 
 _MAX_BYTES = 16 << 20  # the probes' answers are each bounded (limits.control_bytes); this bounds the file
@@ -22,7 +24,7 @@ ModelListing = tuple[str, list[str] | None]  # (the model asked for, the ids /v1
 def model_listing(run_dir: Path) -> ModelListing | None:
     """(the model the run asked for, the ids the first successful GET …/models listed, or None
     when no such answer was recorded); None without a readable probes.jsonl."""
-    path = Path(run_dir) / "probes.jsonl"
+    path = Path(run_dir) / PROBES_FILE
     try:
         if not path.is_file() or path.stat().st_size > _MAX_BYTES:
             return None

@@ -147,17 +147,17 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
 
 
 def _same_run(run_dir: Path, base: Path) -> bool:
-    """Whether `base` is the gated folder itself, by path or as a copy of the same sealed passport."""
-    import json
+    """Whether `base` is the gated folder itself, by path or as a copy of the same sealed passport
+    (a folder without a readable passport is not: the trust check that follows names why)."""
+    from passport._errors import RunFolderError
+    from passport.audit import read_passport_json
 
     if run_dir.resolve() == base.resolve():
         return True
-    hashes = []
-    for folder in (run_dir, base):
-        try:
-            hashes.append(json.loads((folder / "passport.json").read_bytes()).get("content_sha256"))
-        except (OSError, ValueError, AttributeError):
-            return False
+    try:
+        hashes = [read_passport_json(folder).get("content_sha256") for folder in (run_dir, base)]
+    except RunFolderError:
+        return False
     return hashes[0] is not None and hashes[0] == hashes[1]
 
 

@@ -117,15 +117,14 @@ def add(ledger: Path, folder: Path) -> Added:
     runs = [(folder / rep["run"]) for arm in record["arms"] for rep in arm["repetitions"] if rep["run"] is not None]
     passports = [(run, read_passport(run)) for run in runs]
     refusals = [r for run, p in passports if (r := _refusal(ledger, p, _stem(p.run_id, p.content_sha256)))]
-    refusals += [f"campaign {record['name']!r}: {problem}" for problem in
-                 [name_problem(_stem(str(record["name"]), record.get("content_sha256")),
-                               str(record.get("created_utc") or added_utc))] if problem]
+    arms_stem, arms_created = _stem(str(record["name"]), record.get("content_sha256")), \
+        str(record.get("created_utc") or added_utc)
+    refusals += [f"campaign {record['name']!r}: {problem}" for problem in [name_problem(arms_stem, arms_created)]
+                 if problem]
     if refusals:
         return Added(folder, "refused", "; ".join(refusals[:3]))
     fresh_runs = sum(_add_run(ledger, run, p, added_utc) for run, p in passports)
-    written = write_rows(ledger, "arms", arm_rows(record, str(folder.resolve()), added_utc),
-                         str(record.get("created_utc") or added_utc), _stem(str(record["name"]),
-                                                                              record.get("content_sha256")))
+    written = write_rows(ledger, "arms", arm_rows(record, str(folder.resolve()), added_utc), arms_created, arms_stem)
     status = "added" if written is not None or fresh_runs else "present"
     return Added(folder, status, f"campaign {record['name']}: {len(record['arms'])} arms, {fresh_runs} of "
                                  f"{len(runs)} runs new" + ("" if written is not None else

@@ -344,8 +344,8 @@ def execute(
                 timed = _timed_or_interrupted(run, found, planned, gate, ready, launcher, progress, say)
             interrupts.arm()
         with in_stage("writing the passport", run.folder, passes=()):
-            return _write_out(run, draft, timed, planned, launcher, owns_engine, interrupts.count)
-    raise AssertionError("unreachable")  # pragma: no cover - the block above returns or raises
+            outcome = _write_out(run, draft, timed, planned, launcher, owns_engine, interrupts.count)
+    return outcome
 
 
 def _write_out(run: Opened, draft: PassportDraft, timed: Timed, planned: Planned, launcher: EngineLauncher | None,

@@ -17,12 +17,10 @@ from typing import Any
 import httpx
 
 from harness import ControlClient, engines, scrub_json, write_new
-from passport.audit import canonical_json
+from passport.audit import PROBES_FILE, canonical_json
 from passport.model import Passport
 
 __all__ = ["PROBES_FILE", "write_probes", "replay_identity"]
-
-PROBES_FILE = "probes.jsonl"
 
 
 def write_probes(folder: Path, base_url: str, model_id: str, api: str, exchanges: list[dict[str, Any]]) -> None:

@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
+from harness import free_port
 from tests.conftest import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.installed]
@@ -71,7 +72,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
 @pytest.fixture(scope="module")
 def engine(installed: Installed) -> Iterator[str]:
     """The installed package's simulated engine: scripted TTFT 20 ms, 2 ms between tokens."""
-    process = subprocess.Popen([str(installed.bin / "python"), "-m", "harness.simulator", "--port", str(_free_port()),
+    process = subprocess.Popen([str(installed.bin / "python"), "-m", "harness.simulator", "--port", str(free_port()),
                                 "--ttft-ms", "20", "--itl-ms", "2"],
                                stderr=subprocess.PIPE, text=True, cwd=installed.home, env=installed.env)
     assert process.stderr is not None
@@ -81,14 +82,6 @@ def engine(installed: Installed) -> Iterator[str]:
     process.terminate()
     process.wait(10)
     process.stderr.close()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # vLLM's `bench serve` words: --max-concurrency, --num-prompts, lengths in tokens

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from harness import free_port
 from harness.simulator import cpu_hog
+from passport.audit import Trust, open_run
 from passport.judge import compare_runs
 from passport.model import parse_spec
 from passport.run import execute
@@ -58,7 +59,7 @@ def _case(name: str, pairs: int, requests: int) -> None:
         clean, smallest_p, largest_rel, seconds = 0, 1.0, {}, []
         for i in range(pairs):
             start = time.perf_counter()
-            comparison = compare_runs([runs[2 * i], runs[2 * i + 1]])
+            comparison = compare_runs([open_run(runs[2 * i], Trust()), open_run(runs[2 * i + 1], Trust())])
             seconds.append(time.perf_counter() - start)
             rows = comparison.metrics[0]
             real = [m for m in rows if m.verdict in ("faster", "slower", "higher", "lower")]

@@ -26,8 +26,10 @@ if TYPE_CHECKING:
         RunFolderError,
         SpecError,
         StageFailure,
+        UntrustedRunError,
     )
     from passport._verify import Verification, verify
+    from passport.audit import OpenRun, Trust, open_run
     from passport.model import SCHEMA_VERSION, Passport, RunSpec, load_spec, parse_spec, read_passport
     from passport.run import RunOutcome, execute
 
@@ -37,7 +39,11 @@ __all__ = [
     "MissingModuleError",
     "StageFailure",
     "RunFolderError",
+    "UntrustedRunError",
     "OutputFolderError",
+    "OpenRun",
+    "Trust",
+    "open_run",
     "RunOutcome",
     "RunSpec",
     "SCHEMA_VERSION",
@@ -54,6 +60,8 @@ _HOME = {
     "PassportError": "passport._errors", "RunFolderError": "passport._errors",
     "OutputFolderError": "passport._errors", "SpecError": "passport._errors",
     "MissingModuleError": "passport._errors", "StageFailure": "passport._errors",
+    "UntrustedRunError": "passport._errors", "open_run": "passport.audit", "Trust": "passport.audit",
+    "OpenRun": "passport.audit",
     "SCHEMA_VERSION": "passport.model", "Passport": "passport.model", "RunSpec": "passport.model",
     "load_spec": "passport.model", "parse_spec": "passport.model", "read_passport": "passport.model",
     "RunOutcome": "passport.run", "execute": "passport.run",

@@ -8,6 +8,7 @@ passport (`passport/__init__.py` loads its names on first use).
     PassportError            anything that stops a command; the message says what and how to fix it
     +-- SpecError            the run spec is invalid; the message names each field and the fix
     +-- RunFolderError       a run folder or passport file cannot be read
+    |   +-- UntrustedRunError    it can, but is not one to act on (edited, unsigned, a file changed)
     +-- OutputFolderError    the output folder cannot be written, or is clearly too small
     +-- MissingModuleError   a feature needs an optional module (a named extra) that is not installed
     +-- SigningKeyError      the signing key cannot be read or made (checked before a run sends anything)
@@ -25,8 +26,8 @@ where the data is and how to finish the passport (`passport recover`), exit 3.
 
 from __future__ import annotations
 
-__all__ = ["PassportError", "SpecError", "RunFolderError", "OutputFolderError", "MissingModuleError",
-           "SigningKeyError", "StageFailure"]
+__all__ = ["PassportError", "SpecError", "RunFolderError", "UntrustedRunError", "OutputFolderError",
+           "MissingModuleError", "SigningKeyError", "StageFailure"]
 
 
 class PassportError(Exception):
@@ -39,6 +40,12 @@ class SpecError(PassportError):
 
 class RunFolderError(PassportError):
     """A run folder, or its passport.json, is missing, unreadable or of an unknown version."""
+
+
+class UntrustedRunError(RunFolderError):
+    """A run or campaign folder a command will not act on: its passport was edited, downgraded,
+    is unsigned or signed by a key not trusted, or a file it lists was changed; the message names
+    what and how to see every check (`passport verify`)."""
 
 
 class OutputFolderError(PassportError):

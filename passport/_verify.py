@@ -29,13 +29,17 @@ _CAMPAIGN_CHECKS = ["campaign content hash", "spec hash", "repetitions from the 
 @dataclass(frozen=True)
 class Verification:
     """What verify found: each difference (`problems`, empty when verified), what it checked,
-    and notes that are not differences (e.g. plots not compared under another matplotlib)."""
+    notes that are not differences (e.g. plots not compared under another matplotlib), and the
+    run folders whose passport is unsigned (`unsigned`: schema 1.3 and earlier; verified, but
+    nothing says whose run it was, so gate, compare, show, export and ledger add refuse them
+    without --allow-unsigned)."""
 
     folder: Path
     campaign: bool
     problems: list[str]
     checked: list[str]
     notes: list[str]
+    unsigned: list[Path]
 
     @property
     def verified(self) -> bool:
@@ -52,31 +56,34 @@ def verify(folder: Path, keys: tuple[str, ...] = ()) -> Verification:
     return Verification(folder, False, *_run(folder, keys))
 
 
-def _run(run_dir: Path, keys: tuple[str, ...]) -> tuple[list[str], list[str], list[str]]:
+def _run(run_dir: Path, keys: tuple[str, ...]) -> tuple[list[str], list[str], list[str], list[Path]]:
     verification = verify_run(run_dir, keys)
     problems, checked = list(verification.problems), list(verification.checked)
     notes: list[str] = []
+    unsigned = [] if verification.signed else [run_dir]
     if not any(p.startswith("passport.json: content_sha256") for p in problems):
         passport = passport_model(read_passport_json(run_dir), run_dir)
         if passport.content_sha256 is not None:
             checked += ["reports", "identity (recorded probes)"]
             report_problems, notes = check_reports(passport, run_dir)
             problems += report_problems + replay_identity(passport, run_dir)
-    return problems, checked, notes
+    return problems, checked, notes, unsigned
 
 
-def _campaign(folder: Path, keys: tuple[str, ...]) -> tuple[list[str], list[str], list[str]]:
+def _campaign(folder: Path, keys: tuple[str, ...]) -> tuple[list[str], list[str], list[str], list[Path]]:
     record = read_campaign(folder)
     problems = recompute_campaign(folder, record)
     checked = list(_CAMPAIGN_CHECKS)
     notes: list[str] = []
+    unsigned: list[Path] = []
     for arm in record["arms"]:
         runs = [r for r in arm["repetitions"] if r["run"] is not None]
         for row in runs:
             label = f"arm {arm['name']} round {row['round']}"
-            arm_problems, _, arm_notes = _run(folder / row["run"], keys)
+            arm_problems, _, arm_notes, arm_unsigned = _run(folder / row["run"], keys)
+            unsigned += arm_unsigned
             problems += [f"{label}: {p}" for p in arm_problems]
             notes += [f"{label}: {n}" for n in arm_notes]
         if runs:
             checked.append(f"arm {arm['name']} ({len(runs)} run{'s' if len(runs) != 1 else ''})")
-    return problems, checked, notes
+    return problems, checked, notes, unsigned

@@ -20,7 +20,9 @@ def rederive_and_reseal(run: Path) -> dict[str, Any]:
     validity = passport["validity"]
     state = RunState(validity["complete"], validity["incomplete_reason"], validity["forced"],
                      validity["launched_engine"])
-    derived = json.loads(json.dumps(derive(run, passport["protocol"], state).__dict__))
+    found = derive(run, passport["protocol"], state)
+    figures = ("results", "counts", "canaries", "rules", "verdict")
+    derived = json.loads(json.dumps({k: getattr(found, k) for k in figures}))
     defined = passport["protocol"]["metric_definitions"]
     passport["results"] = {
         **derived["results"],

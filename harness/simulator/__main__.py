@@ -32,6 +32,8 @@ def main() -> None:
     parser.add_argument("--garble-above", type=int, default=None, metavar="N",
                         help="garble scripted replies that arrive while N or more other streams are active")
     parser.add_argument("--metrics-delay-s", type=float, default=0.0, help="answer GET /metrics this late")
+    parser.add_argument("--counter-value", metavar="TEXT",
+                        help="report every counter on /metrics as TEXT (e.g. NaN or +Inf, legal Prometheus values)")
     parser.add_argument("--slots", type=int, default=None, help="generate at most this many streams; queue the rest")
     parser.add_argument("--ignore-formats", action="store_true",
                         help="answer structured-output and tool requests with plain text (fields dropped)")
@@ -74,6 +76,7 @@ def main() -> None:
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
+        counter_value=args.counter_value,
     )
     context = None
     if args.tls_cert:

@@ -81,6 +81,7 @@ class SimConfig:
     forget_history: bool = False
     garble_above: int | None = None
     metrics_delay_s: float = 0.0
+    counter_value: str | None = None  # every counter reported as this text (NaN, +Inf: a hostile /metrics)
     ignore_formats: bool = False
     huge_event_mib: int = 32
     endless_path: str | None = None
@@ -105,14 +106,16 @@ class _State:
 
     def metrics_text(self) -> bytes:
         capacity = self.config.slots or 64
+        counted = self.config.counter_value
         lines = [
             "# TYPE vllm:num_requests_running gauge", f"vllm:num_requests_running {self.active}",
             "# TYPE vllm:num_requests_waiting gauge", f"vllm:num_requests_waiting {self.waiting}",
             "# TYPE vllm:kv_cache_usage_perc gauge", f"vllm:kv_cache_usage_perc {min(1.0, self.active / capacity)}",
-            "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total {self.prompt_tokens}",
-            "# TYPE vllm:generation_tokens counter", f"vllm:generation_tokens_total {self.generation_tokens}",
+            "# TYPE vllm:prompt_tokens counter", f"vllm:prompt_tokens_total {counted or self.prompt_tokens}",
+            "# TYPE vllm:generation_tokens counter",
+            f"vllm:generation_tokens_total {counted or self.generation_tokens}",
             "# TYPE vllm:request_success counter",
-            *(f'vllm:request_success_total{{finished_reason="{reason}"}} {n}'
+            *(f'vllm:request_success_total{{finished_reason="{reason}"}} {counted or n}'
               for reason, n in sorted(self.finished.items())),
         ]
         return ("\n".join(lines) + "\n").encode()

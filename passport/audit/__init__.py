@@ -33,16 +33,19 @@ from passport.audit._declared import (
     write_declared,
 )
 from passport.audit._derive import NO_CANARIES, Derived, RunState, derive
+from passport.audit._door import TRUSTED_KEYS_ENV, OpenRun, Trust, open_run, seal_problems
 from passport.audit._export import EXPORT_TABLES, export_table
 from passport.audit._files import (
     PROBES_FILE,
     RAW_FILES,
     REPORT_FILES,
     SPEC_FILE,
+    RunFiles,
+    RunSource,
+    TamperedFileError,
     canonical_json,
     content_sha256,
     file_entries,
-    load_table,
     sha256_bytes,
     sha256_file,
 )
@@ -71,6 +74,7 @@ from passport.audit._signature import (
     key_fingerprint,
     sign_content,
     signature_problem,
+    signing_fingerprint,
 )
 from passport.audit._slo import requests_meeting
 from passport.audit._types import (
@@ -85,7 +89,7 @@ from passport.audit._types import (
 )
 from passport.audit._units import parse_duration_s, parse_fraction
 from passport.audit._validity import RunFacts, evaluate, verdict_of
-from passport.audit._verify import diff_values, read_passport_json, require_trusted, trust_problems, verify_run
+from passport.audit._verify import diff_values, read_passport_json, verify_run
 from passport.audit._versions import (
     DERIVED_VALIDITY_SINCE,
     RULES_KEY,
@@ -150,7 +154,14 @@ __all__ = [
     "NO_CANARIES",
     "file_entries",
     "itl_gaps_by_request",
-    "load_table",
+    "RunFiles",
+    "RunSource",
+    "TamperedFileError",
+    "open_run",
+    "OpenRun",
+    "Trust",
+    "TRUSTED_KEYS_ENV",
+    "seal_problems",
     "EXPORT_TABLES",
     "export_table",
     "TOOLS",
@@ -183,8 +194,7 @@ __all__ = [
     "key_fingerprint",
     "sign_content",
     "check_signing_key",
+    "signing_fingerprint",
     "signature_problem",
-    "require_trusted",
-    "trust_problems",
     "write_declared",
 ]

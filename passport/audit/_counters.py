@@ -45,6 +45,7 @@ class CounterFacts:
     server_requests: float | None  # requests_finished_total after minus before; None: not exposed
     server_tokens: float | None  # generation_tokens_total after minus before
     backwards: tuple[str, ...]  # counters that went down (the engine restarted in the window)
+    not_finite: tuple[str, ...]  # counters read as NaN or an infinity (legal Prometheus values, no count)
     sure_requests: int
     possible_requests: int
     sure_tokens: int | None  # None: some answer carried no usage count
@@ -53,7 +54,9 @@ class CounterFacts:
     n_without_usage: int
 
 
-def _deltas(telemetry: pa.Table) -> tuple[dict[str, float], tuple[str, ...]]:
+def _deltas(telemetry: pa.Table) -> tuple[dict[str, float], tuple[str, ...], tuple[str, ...]]:
+    """(each counter's finite change over the bracket, the counters that went down, those read as
+    NaN or an infinity: Prometheus's text format allows them, and they count nothing)."""
     source, name = object_column(telemetry, "source"), object_column(telemetry, "name")
     value = numeric_column(telemetry, "value")
     reads: dict[str, dict[str, float]] = {BEFORE: {}, AFTER: {}}
@@ -62,7 +65,8 @@ def _deltas(telemetry: pa.Table) -> tuple[dict[str, float], tuple[str, ...]]:
         for counter, v in zip(name[mask], value[mask], strict=True):
             read[str(counter)] = read.get(str(counter), 0.0) + float(v)
     deltas = {k: reads[AFTER][k] - v for k, v in reads[BEFORE].items() if k in reads[AFTER]}
-    return ({k: d for k, d in deltas.items() if d >= 0}, tuple(sorted(k for k, d in deltas.items() if d < 0)))
+    return ({k: d for k, d in deltas.items() if d >= 0}, tuple(sorted(k for k, d in deltas.items() if d < 0)),
+            tuple(sorted(k for k, d in deltas.items() if not math.isfinite(d))))
 
 
 def _body_budget(body: object) -> float:
@@ -96,8 +100,8 @@ def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.T
     /metrics, telemetry off, or a run older than the bracket)."""
     if telemetry is None or "source" not in telemetry.column_names:
         return None
-    deltas, backwards = _deltas(telemetry)
-    if not deltas and not backwards:
+    deltas, backwards, not_finite = _deltas(telemetry)
+    if not deltas and not backwards and not not_finite:
         return None
     outcome = object_column(requests, "outcome")
     answered = np.isin(outcome, SUCCESS_OUTCOMES)
@@ -113,7 +117,7 @@ def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.T
     c_sure_r, c_possible_r, c_sure_t, c_possible_t = _canary_bounds(canaries)
     return CounterFacts(
         server_requests=deltas.get("requests_finished_total"), server_tokens=deltas.get("generation_tokens_total"),
-        backwards=backwards, sure_requests=n_answered + c_sure_r,
+        backwards=backwards, not_finite=not_finite, sure_requests=n_answered + c_sure_r,
         possible_requests=n_answered + int(failed.sum()) + c_possible_r,
         sure_tokens=None if without_usage else answer_tokens + c_sure_t,
         possible_tokens=math.inf if without_usage else answer_tokens + failed_tokens + c_possible_t,

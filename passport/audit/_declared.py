@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from passport.audit._files import canonical_json, sha256_bytes
+from passport.audit._files import RunFiles, RunSource, canonical_json, sha256_bytes
 from passport.audit._units import parse_duration_s, parse_fraction
 
 __all__ = ["DECLARED_FILE", "SLO_METRICS", "SLO_STATS", "SloTarget", "DiscardRule", "Declarations",
@@ -145,12 +145,12 @@ def write_declared(folder: Path, effective_spec: dict[str, Any], context_tokens_
     return sha256_bytes(body + b"\n"), written
 
 
-def read_declared(folder: Path) -> Declarations:
+def read_declared(source: RunSource) -> Declarations:
     """Parse declared.json; a folder without one declares nothing (no SLO, no discard rule)."""
-    path = Path(folder) / DECLARED_FILE
-    if not path.is_file():
+    text = RunFiles.of(source).read(DECLARED_FILE)
+    if text is None:
         return Declarations()
-    data = json.loads(path.read_text())
+    data = json.loads(text)
     spec = data.get("spec") or {}
     capacity = data.get("capacity") or {}
     return Declarations(

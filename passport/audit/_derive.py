@@ -10,8 +10,7 @@ whether the harness launched the engine). numpy and pyarrow only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -20,11 +19,12 @@ import pyarrow as pa
 from passport.audit._canaries import canary_counts, canary_figures
 from passport.audit._counters import counter_facts
 from passport.audit._counts import count_outcomes, found_cap_full, measured_rows, offered_and_achieved_rates
-from passport.audit._declared import read_declared
+from passport.audit._files import RunSource
 from passport.audit._lag import lag_facts
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
 from passport.audit._probes import model_listing
 from passport.audit._results import compute_results, read_run
+from passport.audit._run_data import RunData
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, ValidityLimits, Verdict
 from passport.audit._validity import RunFacts, evaluate, verdict_of
 from passport.audit._versions import RULES_KEY
@@ -56,6 +56,7 @@ class Derived:
     canaries: CanaryFigures
     rules: list[RuleFigures]
     verdict: Verdict
+    run: RunData = field(repr=False, compare=False)  # the raw tables they were derived from
 
 
 def _canaries(table: pa.Table | None, protocol: dict[str, Any],
@@ -85,11 +86,11 @@ def _input_overhead(requests: pa.Table, effective: dict[str, Any],
     return (int(diff.min()), int(diff.max()), len(diff)) if len(diff) else None
 
 
-def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
-    """Recompute every derivable figure of a passport (see the module docstring)."""
-    run_dir = Path(run_dir)
-    run = read_run(run_dir)  # each raw table read once, for the results and the rules alike
-    results = compute_results(run_dir, run)
+def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Derived:
+    """Recompute every derivable figure of a passport (see the module docstring) from a run
+    folder or a reader of one."""
+    run = read_run(source)  # each raw table read once, for the results and the rules alike
+    results = compute_results(run)
     requests = run.requests
     discarded = [d["repetition"] for d in (results["discard"] or {"discarded": []})["discarded"]]
     harness = protocol.get("harness") or {}
@@ -97,7 +98,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
     counts = count_outcomes(requests, discarded, accounting=rules_version >= 3)
     canaries, canary_count = _canaries(run.canaries, protocol, state)
     counts.update(canary_count)
-    declared = read_declared(run_dir)
+    declared = run.declared
     effective = protocol["effective"]
     offered, achieved = offered_and_achieved_rates(requests, discarded)
     workload = protocol.get("workload") or {}
@@ -119,7 +120,7 @@ def derive(run_dir: Path, protocol: dict[str, Any], state: RunState) -> Derived:
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
         server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,
         counters_judged=rules_version >= 4,
-        model_listing=model_listing(run_dir) if rules_version >= 5 else None,
+        model_listing=model_listing(run.files) if rules_version >= 5 else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
-    return Derived(results, counts, canaries, rules, verdict_of(rules, facts))
+    return Derived(results, counts, canaries, rules, verdict_of(rules, facts), run)

@@ -12,13 +12,12 @@ import csv
 import json
 import math
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any, Literal, TextIO
 
 import pyarrow as pa
 
 from passport._errors import RunFolderError
-from passport.audit._files import load_table
+from passport.audit._files import RunFiles, RunSource
 
 __all__ = ["EXPORT_TABLES", "export_table"]
 
@@ -55,14 +54,15 @@ def _cell(value: Any) -> Any:
     return value
 
 
-def export_table(run_dir: Path, name: str, fmt: Literal["csv", "jsonl"], out: TextIO) -> int:
-    """Write table `name` of the run at `run_dir` to `out`; returns the rows written.
-    RunFolderError when the run has no such table."""
+def export_table(source: RunSource, name: str, fmt: Literal["csv", "jsonl"], out: TextIO) -> int:
+    """Write table `name` of the run (a folder, or a reader of one) to `out`; returns the rows
+    written. RunFolderError when the run has no such table."""
     if name not in EXPORT_TABLES:
         raise RunFolderError(f"no table {name!r}: export one of {', '.join(EXPORT_TABLES)}")
-    table = load_table(Path(run_dir), name)
+    files = RunFiles.of(source)
+    table = files.table(name)
     if table is None:
-        raise RunFolderError(f"{run_dir} has no {name}.parquet (nor {name}.parts/): is it a run folder?")
+        raise RunFolderError(f"{files.folder} has no {name}.parquet (nor {name}.parts/): is it a run folder?")
     if fmt == "jsonl":
         for row in _rows(table):
             out.write(json.dumps(row, ensure_ascii=False) + "\n")

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
+from passport.audit._files import RunFiles, RunSource
 from passport.audit._metrics import numeric_column
 from passport.audit._types import HeadroomFigures
 
@@ -38,11 +38,11 @@ __all__ = ["CALIBRATION_FILE", "headroom_figures", "read_calibration", "ceiling_
 CALIBRATION_FILE = "calibration.json"
 
 
-def read_calibration(run_dir: Path) -> dict[str, Any] | None:
+def read_calibration(source: RunSource) -> dict[str, Any] | None:
     """The run's calibration.json, or None when the folder has none (or one that is not JSON)."""
-    path = Path(run_dir) / CALIBRATION_FILE
     try:
-        data = json.loads(path.read_text())
+        text = RunFiles.of(source).read(CALIBRATION_FILE)
+        data = json.loads(text) if text is not None else None
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

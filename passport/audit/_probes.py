@@ -9,9 +9,8 @@ here without the network; a file that is missing or malformed gives None, never 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
-from passport.audit._files import PROBES_FILE
+from passport.audit._files import PROBES_FILE, RunFiles, RunSource
 
 __all__ = ["ModelListing", "model_listing"]
 
@@ -21,14 +20,14 @@ _MAX_BYTES = 16 << 20  # the probes' answers are each bounded (limits.control_by
 ModelListing = tuple[str, list[str] | None]  # (the model asked for, the ids /v1/models listed or None)
 
 
-def model_listing(run_dir: Path) -> ModelListing | None:
+def model_listing(source: RunSource) -> ModelListing | None:
     """(the model the run asked for, the ids the first successful GET …/models listed, or None
     when no such answer was recorded); None without a readable probes.jsonl."""
-    path = Path(run_dir) / PROBES_FILE
     try:
-        if not path.is_file() or path.stat().st_size > _MAX_BYTES:
+        text = RunFiles.of(source).text(PROBES_FILE, _MAX_BYTES)
+        if text is None:
             return None
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        lines = [json.loads(line) for line in text.splitlines() if line.strip()]
     except (OSError, ValueError):
         return None
     if not lines or not isinstance(lines[0], dict) or not isinstance(lines[0].get("model"), str):

@@ -18,7 +18,6 @@ Conventions (the metric definitions themselves are in `_metrics.py`):
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -26,7 +25,7 @@ import pyarrow as pa
 from passport.audit._cost import cost_figures
 from passport.audit._declared import read_declared
 from passport.audit._discard import evaluate_discards
-from passport.audit._files import load_table
+from passport.audit._files import RunFiles, RunSource
 from passport.audit._headroom import headroom_figures, read_calibration
 from passport.audit._metrics import (
     METRICS,
@@ -89,27 +88,23 @@ def _time_weighted(starts: np.ndarray, ends: np.ndarray, lo: float, hi: float) -
     return area / (hi - lo), int(level.max())
 
 
-def _engine_log(run_dir: Path) -> str:
-    path = run_dir / "engine.log"
-    return path.read_text(errors="replace") if path.is_file() else ""
-
-
-def read_run(run_dir: Path) -> RunData:
+def read_run(source: RunSource) -> RunData:
     """Read the raw files and apply the pre-registered discard rules (see the module docstring)."""
-    run_dir = Path(run_dir)
-    requests = load_table(run_dir, "requests", figures_only=True)
+    files = RunFiles.of(source)
+    requests = files.table("requests", figures_only=True)
     if requests is None:
-        raise FileNotFoundError(f"{run_dir} has no requests.parquet (nor requests.parts/)")
-    telemetry = load_table(run_dir, "telemetry")
-    declared = read_declared(run_dir)
+        raise FileNotFoundError(f"{files.folder} has no requests.parquet (nor requests.parts/)")
+    telemetry = files.table("telemetry")
+    declared = read_declared(files)
     rep = numeric_column(requests, "repetition")
     request_ids = numeric_column(requests, "request_id")
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
-    gaps = itl_gaps_by_request(load_table(run_dir, "chunks", figures_only=True), request_ids[success])
+    gaps = itl_gaps_by_request(files.table("chunks", figures_only=True), request_ids[success])
     measure = (object_column(requests, "phase") == "measure") & ~superseded(requests)
-    before = RunData(requests, telemetry, declared, _engine_log(run_dir), latencies, gaps, request_ids, rep, success,
-                     load_table(run_dir, "canaries"), measure, {"rules": [], "discarded": [], "not_evaluable": []})
+    before = RunData(files, requests, telemetry, declared, files.text("engine.log") or "", latencies, gaps,
+                     request_ids, rep, success, files.table("canaries"), measure,
+                     {"rules": [], "discarded": [], "not_evaluable": []})
     discard = evaluate_discards(declared, before)
     discarded = [d["repetition"] for d in discard["discarded"]]
     return replace(before, measured=measure & ~np.isin(rep, discarded), discard=discard)
@@ -286,10 +281,10 @@ def _worker_figures(run: RunData) -> list[WorkerFigures] | None:
     return out
 
 
-def compute_results(run_dir: Path, run: RunData | None = None) -> ResultsFigures:
-    """Every figure of `results` (see `_types.py`), recomputed from the raw files (`run`: them,
-    already read by `read_run`)."""
-    run = read_run(run_dir) if run is None else run
+def compute_results(source: RunSource | RunData) -> ResultsFigures:
+    """Every figure of `results` (see `_types.py`), recomputed from the raw files (a folder, a
+    reader of one, or them already read by `read_run`)."""
+    run = source if isinstance(source, RunData) else read_run(source)
     metrics, inclusive = _latency_metrics(run)
     meets = None
     if run.declared.slo:
@@ -306,7 +301,7 @@ def compute_results(run_dir: Path, run: RunData | None = None) -> ResultsFigures
     workers = _worker_figures(run)
     if workers is not None:
         client["workers"] = workers
-    client["headroom"] = headroom_figures(run.requests, read_calibration(run_dir))
+    client["headroom"] = headroom_figures(run.requests, read_calibration(run.files))
     return {
         "metrics": metrics,
         "metrics_failure_inclusive": inclusive,
@@ -324,12 +319,12 @@ def compute_results(run_dir: Path, run: RunData | None = None) -> ResultsFigures
     }
 
 
-def per_request_samples(run: Path | RunData, metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
+def per_request_samples(run: RunSource | RunData, metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
     """Samples of each successful measured request of a run (a folder, or one already read) by
     metric id, as the results count them, in the order the requests were sent: one value per
     request (one array of them), or for `itl.chunk` an array of gaps per request (requests
     without the event omitted)."""
-    data = run if isinstance(run, RunData) else read_run(Path(run))
+    data = run if isinstance(run, RunData) else read_run(run)
     keep = data.ok_measured
     order = np.argsort(numeric_column(data.requests, "sent_ns")[keep], kind="stable")
     samples: dict[str, list[np.ndarray]] = {}

@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 
 from passport.audit._declared import Declarations
+from passport.audit._files import RunFiles
 from passport.audit._types import DiscardFigures
 
 __all__ = ["RunData"]
@@ -20,6 +21,7 @@ class RunData:
     repetition not discarded) and `discard` are the discard rules' outcome; the rules themselves
     are evaluated on the record before them (measure phase alone, nothing discarded)."""
 
+    files: RunFiles  # what they were read through (checked, when opened by the door)
     requests: pa.Table
     telemetry: pa.Table | None
     declared: Declarations

@@ -25,7 +25,7 @@ from typing import Any
 from passport._errors import SigningKeyError
 
 __all__ = ["KEY_ENV", "KEY_DIR_ENV", "sign_content", "signature_problem", "key_fingerprint", "local_key_path",
-           "check_signing_key"]
+           "check_signing_key", "signing_fingerprint"]
 
 KEY_ENV = "PASSPORT_SIGNING_KEY"
 KEY_DIR_ENV = "PASSPORT_KEY_DIR"
@@ -89,16 +89,26 @@ def check_signing_key() -> str:
     """Which key this run's passport will be signed with, as a sentence (the key made now if it is
     this machine's first run); SigningKeyError when there is none: a run checks this before it
     sends anything."""
-    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
-
     key, source, made = _private_key()
-    fingerprint = key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    fingerprint = _fingerprint_of(key)
     if source == "environment":
         return f"signing with {KEY_ENV} ({fingerprint})"
     if made:
         return (f"signing with this machine's new key {fingerprint}, made now at {local_key_path()} (readable by "
                 f"you only); `passport verify --key {fingerprint}` accepts only passports it signed")
     return f"signing with this machine's key {fingerprint} ({local_key_path()})"
+
+
+def _fingerprint_of(key: Any) -> str:
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    return key_fingerprint(key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+
+
+def signing_fingerprint() -> str:
+    """The fingerprint of the key this process signs with (PASSPORT_SIGNING_KEY, else this
+    machine's key, made now if there is none); SigningKeyError when there is none."""
+    return _fingerprint_of(_private_key()[0])
 
 
 def sign_content(content_sha256: str) -> dict[str, str]:

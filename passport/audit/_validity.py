@@ -185,6 +185,10 @@ def _server_counters(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
     if k.backwards:
         return [_note("server_counters", "SKIP", f"the engine's {', '.join(k.backwards)} went down during the timed "
                                                  "phase: it restarted, so its counters bracket nothing")]
+    if k.server_requests is None and k.server_tokens is None and k.not_finite:
+        return [_note("server_counters", "SKIP", f"the engine's {', '.join(k.not_finite)} read as NaN or an infinity "
+                                                 "(legal in Prometheus's text format, but no count): its counters "
+                                                 "bracket nothing")]
     slack = TOKEN_SLACK_PER_ANSWER * k.n_answered
     over: list[str] = []  # the client claims more than the engine did
     under: list[str] = []  # the engine did more than the client accounts for

@@ -27,12 +27,18 @@ from passport._errors import RunFolderError
 from passport._input import read_bounded
 from passport.audit._declared import DECLARED_FILE
 from passport.audit._derive import RunState, derive
-from passport.audit._files import content_sha256, file_entries, load_table, sha256_file
+from passport.audit._files import RunFiles, content_sha256, file_entries, not_inside, sha256_file
 from passport.audit._signature import signature_problem
-from passport.audit._versions import DERIVED_VALIDITY_SINCE, SIGNED_SINCE, SUPPORTED_SCHEMA_VERSIONS
+from passport.audit._versions import (
+    DERIVED_VALIDITY_SINCE,
+    SIGNED_SINCE,
+    SUPPORTED_SCHEMA_VERSIONS,
+    downgrade_problem,
+    version_tuple,
+)
 
-__all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2", "trust_problems",
-           "require_trusted"]
+__all__ = ["Verification", "verify_run", "diff_values", "read_passport_json", "RESULTS_ADDED_IN_1_2", "run_state",
+           "verdict_problems", "signature_problems"]
 
 RESULTS_ADDED_IN_1_2 = ("lengths", "sessions", "checks", "shapes")
 # No passport comes near this (a 10,000-request run's is under 1 MiB): a larger file is refused
@@ -130,25 +136,12 @@ def read_passport_json(path: Path, sealed: bool = False) -> dict[str, Any]:
 
 @dataclass
 class Verification:
-    """What verify found: `problems` (empty: verified) and what it `checked`."""
+    """What verify found: `problems` (empty: verified), what it `checked`, and whether the
+    passport carries a signature (`signed`; whether it checks is among the problems)."""
 
     problems: list[str] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
-
-
-def _not_inside(run_dir: Path, name: str) -> str | None:
-    """Why a files-table name is not a plain file inside the run folder, or None: the table may
-    name only relative paths without `..`, and none of them a symbolic link (verify would read,
-    hash and so confirm a file outside the folder)."""
-    path = Path(name)
-    if not name or path.is_absolute() or ".." in path.parts or "\\" in name or "\x00" in name:
-        return "not a plain path inside the run folder"
-    here = run_dir
-    for part in path.parts:
-        here = here / part
-        if here.is_symlink():
-            return f"{here.relative_to(run_dir)} is a symbolic link"
-    return None
+    signed: bool = False
 
 
 def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> list[str]:
@@ -158,7 +151,7 @@ def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> 
     listed = passport.get("files", {})
     for name, entry in listed.items():
         file_path = run_dir / name
-        refusal = _not_inside(run_dir, name)
+        refusal = not_inside(run_dir, name)
         if refusal is not None:
             problems.append(f"{name}: {refusal}; not read")
         elif not file_path.is_file():
@@ -175,7 +168,7 @@ def _check_files(run_dir: Path, passport: dict[str, Any], whole_table: bool) -> 
     return problems
 
 
-def _state(passport: dict[str, Any]) -> RunState:
+def run_state(passport: dict[str, Any]) -> RunState:
     validity = passport.get("validity") or {}
     return RunState(complete=bool(validity.get("complete")), incomplete_reason=validity.get("incomplete_reason"),
                     forced=bool(validity.get("forced")), launched_engine=bool(validity.get("launched_engine")))
@@ -195,7 +188,7 @@ def _defined_only(results: dict[str, Any], passport: dict[str, Any]) -> dict[str
 
 def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     """Results, counts, canaries, rules and verdict of a 1.3+ passport against `derive`."""
-    derived = derive(run_dir, passport["protocol"], _state(passport))
+    derived = derive(run_dir, passport["protocol"], run_state(passport))
     recomputed = json.loads(json.dumps({
         "results": derived.results, "counts": derived.counts, "canaries": derived.canaries,
         "rules": derived.rules, "verdict": derived.verdict}))
@@ -205,21 +198,21 @@ def _check_derived(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     problems += diff_values(validity.get("counts"), recomputed["counts"], "validity.counts")
     problems += diff_values(validity.get("canaries"), recomputed["canaries"], "validity.canaries")
     problems += diff_values(validity.get("rules"), recomputed["rules"], "validity.rules")
-    return problems + _verdict_problems(passport, derived.verdict)
+    return problems + verdict_problems(passport, derived.verdict)
 
 
 def _check_results(run_dir: Path, passport: dict[str, Any], version: str) -> list[str]:
     """Results and verdict of a passport older than 1.3: its rules are not compared (their set
     and wording changed since), but a verdict is a verdict."""
-    derived = derive(run_dir, passport["protocol"], _state(passport))
+    derived = derive(run_dir, passport["protocol"], run_state(passport))
     recomputed = _defined_only(json.loads(json.dumps(derived.results)), passport)
     if version in ("1.0", "1.1"):  # figures added in 1.2 were not part of these passports
         for key in RESULTS_ADDED_IN_1_2:
             recomputed.pop(key, None)
-    return diff_values(passport.get("results", {}), recomputed) + _verdict_problems(passport, derived.verdict)
+    return diff_values(passport.get("results", {}), recomputed) + verdict_problems(passport, derived.verdict)
 
 
-def _verdict_problems(passport: dict[str, Any], derived: str) -> list[str]:
+def verdict_problems(passport: dict[str, Any], derived: str) -> list[str]:
     """Where the passport's verdict is not the one re-derived from its raw files."""
     return [f"{where}: passport says {value!r}, the raw logs and the rules give {derived!r}"
             for where, value in (("verdict", passport.get("verdict")),
@@ -227,9 +220,9 @@ def _verdict_problems(passport: dict[str, Any], derived: str) -> list[str]:
             if value != derived]
 
 
-def _signature_problems(passport: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
+def signature_problems(passport: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
     """The signature (schema 1.4 on, or whenever `keys` are required) against the content hash."""
-    signed_since = _version(str(passport["schema_version"])) >= _version(SIGNED_SINCE)
+    signed_since = version_tuple(str(passport["schema_version"])) >= version_tuple(SIGNED_SINCE)
     if signed_since and not passport.get("signature"):
         return ["passport.json: unsigned, though every passport of its schema version is signed (the signature "
                 "was removed)"]
@@ -244,17 +237,21 @@ def verify_run(run_dir: Path, keys: tuple[str, ...] = ()) -> Verification:
     run_dir = Path(run_dir)
     passport = read_passport_json(run_dir)
     version = str(passport["schema_version"])
-    derived_validity = _version(version) >= _version(DERIVED_VALIDITY_SINCE)
+    derived_validity = version_tuple(version) >= version_tuple(DERIVED_VALIDITY_SINCE)
     out = Verification()
+    downgrade = downgrade_problem(passport)
+    if downgrade is not None:
+        out.problems.append(f"passport.json: {downgrade}")
     if derived_validity:
         out.checked.append("content hash")
         if passport.get("content_sha256") != content_sha256(passport):
             out.problems.append("passport.json: content_sha256 differs from its content (the passport was edited "
                                 "after it was written)")
-    if passport.get("signature") or keys or _version(version) >= _version(SIGNED_SINCE):
+    if passport.get("signature") or keys or version_tuple(version) >= version_tuple(SIGNED_SINCE):
         fingerprint = (passport.get("signature") or {}).get("fingerprint")
         out.checked.append(f"signature ({fingerprint})" if fingerprint else "signature")
-        out.problems += _signature_problems(passport, keys)
+        out.problems += signature_problems(passport, keys)
+    out.signed = bool(passport.get("signature"))
     out.checked.append("files")
     out.problems += _check_files(run_dir, passport, derived_validity)
     out.checked.append("declarations")
@@ -281,8 +278,8 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
     to match) are caught. A run that did not finish (killed, stopped, a full disk) may have lost
     what its buffers held; its passport says so, and these checks do not apply."""
     validity = passport.get("validity") or {}
-    requests, chunks, schedule = (load_table(run_dir, name, figures_only=True)
-                                  for name in ("requests", "chunks", "schedule"))
+    files = RunFiles(run_dir)
+    requests, chunks, schedule = (files.table(name, figures_only=True) for name in ("requests", "chunks", "schedule"))
     if requests is None or not validity.get("complete"):
         return []
     problems = []
@@ -344,35 +341,3 @@ def _token_times_problems(requests: Any, chunks: Any, skip: set[Any]) -> list[st
         return []
     return [f"requests.parquet: {len(wrong)} requests' first or last token time is not their first or last "
             f"token-bearing chunk's arrival in chunks.parquet (request_id {wrong[:5]}): a time was edited"]
-
-
-def trust_problems(run_dir: Path, keys: tuple[str, ...] = ()) -> list[str]:
-    """What `gate`, `compare` and `show` check before they read a passport: the content hash
-    (present and matching, from schema 1.3 on), the signature (from 1.4 on; by one of `keys`
-    when given) and the verdict re-derived from the raw files. Cheaper than `verify_run` (no
-    file hashes, no per-figure comparison) and enough that a hand-flipped verdict, a deleted or
-    recomputed hash, or a downgraded schema version is caught."""
-    run_dir = Path(run_dir)
-    passport = read_passport_json(run_dir)
-    problems = []
-    if _version(str(passport["schema_version"])) >= _version(DERIVED_VALIDITY_SINCE) \
-            and passport.get("content_sha256") != content_sha256(passport):
-        problems.append("its content hash is missing or differs from its content (edited after it was written)")
-    problems += [p.removeprefix("passport.json: ") for p in _signature_problems(passport, keys)]
-    try:
-        problems += _verdict_problems(passport, derive(run_dir, passport["protocol"], _state(passport)).verdict)
-    except (OSError, KeyError, ValueError, TypeError) as exc:
-        problems.append(f"its verdict cannot be re-derived from the raw files: {exc}")
-    return problems
-
-
-def require_trusted(run_dir: Path, keys: tuple[str, ...] = ()) -> None:
-    """RunFolderError (a usage error, exit 2) naming what `trust_problems` found, if anything."""
-    problems = trust_problems(run_dir, keys)
-    if problems:
-        raise RunFolderError(f"{run_dir}: not a passport to act on: {'; '.join(problems)}; `passport verify "
-                             f"{run_dir}` lists every check")
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("."))

@@ -3,8 +3,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 __all__ = ["SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS", "DERIVED_VALIDITY_SINCE", "SIGNED_SINCE", "RULES_KEY",
-           "RULES_VERSION"]
+           "RULES_VERSION", "LAYOUT_KEY", "version_tuple", "downgrade_problem"]
 
 SCHEMA_VERSION = "1.4"
 SUPPORTED_SCHEMA_VERSIONS = ("1.0", "1.1", "1.2", "1.3", "1.4")
@@ -25,3 +28,62 @@ SIGNED_SINCE = "1.4"
 # for is not among the ids the server's /v1/models listed (`_probes.py`).
 RULES_KEY = "passport.rules"
 RULES_VERSION = 5
+
+# Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
+LAYOUT_KEY = "passport.report-layout"
+
+
+def version_tuple(text: str) -> tuple[int, ...]:
+    """A dotted version ("1.3") as a tuple that compares in version order."""
+    return tuple(int(part) for part in text.split("."))
+
+
+# Rules first judged at a rules version: a passport whose validity lists one records that
+# version or a later one.
+_RULE_SINCE = {"server_counters": 4, "model_listed": 5}
+
+
+def _claims(passport: Mapping[str, Any]) -> tuple[str, int, int]:
+    """(schema version, rules version, report layout) a passport says it was written with."""
+    protocol = passport.get("protocol")
+    harness = protocol.get("harness") if isinstance(protocol, Mapping) else None
+    libraries = harness.get("libraries") if isinstance(harness, Mapping) else None
+    libraries = libraries if isinstance(libraries, Mapping) else {}
+    try:
+        rules, layout = int(libraries.get(RULES_KEY, "1")), int(libraries.get(LAYOUT_KEY, "1"))
+    except (TypeError, ValueError):
+        rules, layout = 0, 0
+    return str(passport.get("schema_version")), rules, layout
+
+
+def downgrade_problem(passport: Mapping[str, Any]) -> str | None:
+    """Why a passport's schema or rules version is lower than its own records imply, or None.
+
+    Older passports were not signed and were judged by fewer rules, so rewriting a passport to
+    look older is how a forger switches signing (or a rule) off. What each record implies is
+    when the harness first wrote it: a signature or rules version 4 on, schema 1.4; rules version
+    2 on, report layout 2 on or a content hash, schema 1.3; a rule first judged at rules version N
+    (server_counters 4, model_listed 5) in validity, rules version N. A forger who removes every
+    such record as well makes a passport indistinguishable from an old one: it is then unsigned,
+    which the door refuses unless told the run is an old one (--allow-unsigned)."""
+    version, rules, layout = _claims(passport)
+    if version not in SUPPORTED_SCHEMA_VERSIONS:
+        return None  # refused as unknown by whoever read it
+    implied = [("a signature", "1.4", bool(passport.get("signature"))),
+               (f"rules version {rules}", "1.4", rules >= 4),
+               (f"rules version {rules}", "1.3", rules >= 2),
+               (f"report layout {layout}", "1.3", layout >= 2),
+               ("a content hash", "1.3", passport.get("content_sha256") is not None)]
+    for what, since, present in implied:
+        if present and version_tuple(version) < version_tuple(since):
+            return (f"schema_version {version} is older than its own records: {what} was first written by schema "
+                    f"{since}; a passport rewritten to look older is refused as a downgrade")
+    validity = passport.get("validity") or {}
+    names = [r.get("name") for r in validity.get("rules") or [] if isinstance(r, Mapping)] \
+        if isinstance(validity, Mapping) else []
+    for name in names:
+        since_rules = _RULE_SINCE.get(str(name))
+        if since_rules is not None and rules < since_rules:
+            return (f"rules version {rules} is older than its own validity: rule {name} was first judged by rules "
+                    f"version {since_rules}; a passport rewritten to look older is refused as a downgrade")
+    return None

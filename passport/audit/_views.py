@@ -29,7 +29,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Literal
 
 import numpy as np
@@ -37,7 +36,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from passport._errors import RunFolderError
-from passport.audit._files import load_table
+from passport.audit._files import RunFiles, RunSource
 from passport.audit._metrics import SUCCESS_OUTCOMES
 
 __all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view"]
@@ -125,12 +124,12 @@ def _peaks(event_times: list[np.ndarray], start: np.ndarray, end: np.ndarray) ->
     return float(buckets.max()), float(np.cumsum(touching).max())
 
 
-def _per_request(run_dir: Path) -> tuple[pa.Table, pa.Table, int]:
+def _per_request(files: RunFiles) -> tuple[pa.Table, pa.Table, int]:
     """(measured successful requests, chunks, measured requests that failed)."""
-    requests = load_table(run_dir, "requests", figures_only=True)
-    chunks = load_table(run_dir, "chunks", figures_only=True)
+    requests = files.table("requests", figures_only=True)
+    chunks = files.table("chunks", figures_only=True)
     if requests is None or chunks is None:
-        raise RunFolderError(f"{run_dir} has no requests.parquet and chunks.parquet: is it a run folder?")
+        raise RunFolderError(f"{files.folder} has no requests.parquet and chunks.parquet: is it a run folder?")
     window = pc.equal(requests["phase"], "measure")
     if "retry_of" in requests.column_names:  # an attempt a retry superseded is no request of its own
         retried = pc.unique(pc.drop_null(requests["retry_of"]))
@@ -231,10 +230,10 @@ def _per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.
         return values
 
 
-def tool_view(run_dir: Path, tool: Tool, api: str) -> ToolView:
-    """The run summarized as `tool` would summarize it (see the module docstring); `api` is the
-    run's endpoint.api (chat or completions)."""
-    requests, chunks, failed = _per_request(Path(run_dir))
+def tool_view(source: RunSource, tool: Tool, api: str) -> ToolView:
+    """The run (a folder, or a reader of one) summarized as `tool` would summarize it (see the
+    module docstring); `api` is the run's endpoint.api (chat or completions)."""
+    requests, chunks, failed = _per_request(RunFiles.of(source))
     run = _Run(requests, chunks, failed, _COLUMNS[tool])
     if tool in ("vllm", "sglang"):
         totals, figures = _serving_view(run, tool, api)

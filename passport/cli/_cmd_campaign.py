@@ -8,7 +8,7 @@ from typing import Any
 
 from passport.cli._cmd_ledger import add_ledger_option, add_when_asked
 from passport.cli._exit import ExitCode
-from passport.cli._shared import Printer
+from passport.cli._shared import Printer, add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
@@ -45,8 +45,10 @@ def add(sub: Any, epilog: str) -> None:
                           help="output folder (default: results/)")
     campaign.add_argument("--resume", type=Path, metavar="CAMPAIGN_DIR",
                           help="continue the stopped campaign in this folder (the same spec; recorded repetitions "
-                               "are kept once their passports' hashes check)")
+                               "are kept once their passports' hashes, signatures and files check: signed by this "
+                               "machine's or the team's key, or by a --key)")
     campaign.add_argument("--quiet", action="store_true", help="no progress bar or status lines")
+    add_trust_options(campaign, unsigned=False)
     add_ledger_option(campaign)
 
 
@@ -59,7 +61,7 @@ def main(args: argparse.Namespace) -> ExitCode:
 
     with Printer(args.quiet) as printer:
         if args.resume is not None:
-            outcome = resume_campaign(campaign, specs, raw, args.resume, **printer.kwargs())
+            outcome = resume_campaign(campaign, specs, raw, args.resume, **printer.kwargs(), keys=trust_of(args).keys)
         else:
             outcome = run_campaign(campaign, specs, raw, args.out, **printer.kwargs())
     print(f"campaign: {outcome.folder / 'campaign.json'}")

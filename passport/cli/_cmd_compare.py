@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
@@ -41,6 +42,7 @@ def add(sub: Any, epilog: str) -> None:
     compare.add_argument("--allow", action="append", default=[], metavar="FIELD",
                          help="compare even though FIELD differs (model, precision, decoding, workload, load, "
                               "window, cache, validity); stated in the output")
+    add_trust_options(compare)
 
 
 def main(args: argparse.Namespace) -> ExitCode:
@@ -54,11 +56,11 @@ def main(args: argparse.Namespace) -> ExitCode:
                             "--min-effect 0.1")
     if (args.runs[0] / "campaign.json").is_file():
         return _compare_arms(args)
-    from passport.audit import require_trusted
+    from passport.audit import open_run
 
-    for run in args.runs:  # a hand-edited verdict or hash is refused, not compared
-        require_trusted(run)
-    comparison = compare_runs(args.runs, args.allow, alpha=args.alpha, min_effect=args.min_effect)
+    trust = trust_of(args)
+    opened = [open_run(run, trust) for run in args.runs]  # an edited passport or file is refused, not compared
+    comparison = compare_runs(opened, args.allow, alpha=args.alpha, min_effect=args.min_effect)
     for line in render_comparison(comparison):
         print(line)
     if args.report:
@@ -79,9 +81,8 @@ def _compare_arms(args: argparse.Namespace) -> ExitCode:
     if len(args.runs) != 3:
         raise PassportError(f"{args.runs[0]} is a campaign: give it and two of its arms, e.g. passport compare "
                             f"{args.runs[0]} np1 np2")
-    folder = args.runs[0]
-    record = trusted_campaign(folder)  # a hand-edited record or arm passport is refused, not compared
-    found = compare_arm_sets(folder, record, str(args.runs[1]), str(args.runs[2]), args.alpha, args.min_effect)
+    campaign = trusted_campaign(args.runs[0], trust_of(args))  # an edited record, arm or file is refused
+    found = compare_arm_sets(campaign, str(args.runs[1]), str(args.runs[2]), args.alpha, args.min_effect)
     for line in render_arm_comparison(found):
         print(line)
     return ExitCode.OK

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
@@ -32,8 +33,7 @@ def add(sub: Any, epilog: str) -> None:
     gate.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
     gate.add_argument("--require", action="append", default=[], metavar="CONDITION", help="a condition (repeatable)")
     gate.add_argument("--file", type=Path, metavar="GATE.yaml", help="a YAML file with `require: [conditions]`")
-    gate.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
-                      help="act only on a passport signed by this key (sha256:...); repeatable: any of them")
+    add_trust_options(gate)
     gate.add_argument("--junit", type=Path, metavar="FILE", help="also write the results as JUnit XML")
     against = gate.add_argument_group(
         "against a baseline",
@@ -71,22 +71,25 @@ def main(args: argparse.Namespace) -> ExitCode:
     if args.baseline and not against:
         raise GateError("--baseline is given but no condition reads it: add e.g. --require 'ttft.any.p99 regression "
                         "< 5%' or --require 'canaries no_new_failures'")
-    name, results = _absolute(args, absolute)
-    baseline_results = _against(args, against) if against else []
+    trust = trust_of(args)
+    name, results = _absolute(args, absolute, trust)
+    baseline_results = _against(args, against, trust) if against else []
     return _report(args, name, results, baseline_results)
 
 
-def _absolute(args: argparse.Namespace, texts: list[str]) -> tuple[str, list[Any]]:
-    """The conditions on the run (or campaign) alone, as before any baseline: (its name, results)."""
+def _absolute(args: argparse.Namespace, texts: list[str], trust: Any) -> tuple[str, list[Any]]:
+    """The conditions on the run (or campaign) alone, as before any baseline: (its name, results);
+    the run and every arm of a campaign through the door under `trust`."""
+    from passport.audit import open_run
     from passport.judge import GateError, evaluate_gate, parse_condition, resolve
-    from passport.model import read_passport
+    from passport.model import passport_of
 
     campaign = (args.run_dir / "campaign.json").is_file()  # passport.judge.CAMPAIGN_FILE, unimported for runs
     if campaign:
         from passport.judge import evaluate_campaign_gate, gate_view, resolve_campaign_name, trusted_campaign
     conditions = [parse_condition(text, resolve_campaign_name if campaign else resolve) for text in texts]
     if campaign:
-        record = trusted_campaign(args.run_dir)  # a hand-edited record or arm passport is refused
+        record = trusted_campaign(args.run_dir, trust).record  # an edited record, arm or file is refused
         view = gate_view(record)
         for condition in conditions:
             arm = condition.target.path[1]
@@ -94,15 +97,14 @@ def _absolute(args: argparse.Namespace, texts: list[str]) -> tuple[str, list[Any
                 raise GateError(f"gate condition {condition.text!r}: the campaign has no arm named {arm!r} (arms: "
                                 f"{', '.join(r['name'] for r in record['arms'])})")
         return str(record["name"]), evaluate_campaign_gate(record, conditions) if conditions else []
-    from passport.audit import require_trusted
-
-    require_trusted(args.run_dir, tuple(args.key))  # a hand-edited verdict or hash is refused, not gated on
-    passport = read_passport(args.run_dir)
+    passport = passport_of(open_run(args.run_dir, trust))  # an edited passport or file is refused, not gated on
     return passport.name, evaluate_gate(passport, conditions)
 
 
-def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
-    """The baseline conditions, each pair (run or arm) against its baseline, Holm-corrected together."""
+def _against(args: argparse.Namespace, conditions: list[Any], trust: Any) -> list[Any]:
+    """The baseline conditions, each pair (run or arm) against its baseline, Holm-corrected
+    together; both sides through the door under `trust`."""
+    from passport.audit import open_run
     from passport.judge import INVARIANTS, GateError, trusted_campaign
     from passport.judge._baseline import Pair, campaign_pairs, evaluate_against, finish
 
@@ -116,10 +118,10 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
         if campaign:
             raise GateError("--baseline ledger:DIR gates a run; for a campaign give the baseline campaign's folder")
         from passport.ledger import pick_baseline
-        from passport.model import read_passport
+        from passport.model import passport_of
 
-        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), read_passport(args.run_dir), list(args.where),
-                               tuple(args.key))
+        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), passport_of(open_run(args.run_dir, trust)),
+                               list(args.where), trust.keys, tuple(args.allow))
         print(chosen.line)
         base = chosen.run_dir
     else:
@@ -133,13 +135,10 @@ def _against(args: argparse.Namespace, conditions: list[Any]) -> list[Any]:
                         f"{'campaign' if campaign else 'run'}, and this is a {'campaign' if base_campaign else 'run'}")
     missing: list[Any] = []
     if campaign:
-        pairs, missing = campaign_pairs(args.run_dir, trusted_campaign(args.run_dir), base, trusted_campaign(base),
+        pairs, missing = campaign_pairs(trusted_campaign(args.run_dir, trust), trusted_campaign(base, trust),
                                         conditions)
     else:
-        from passport.audit import require_trusted
-
-        require_trusted(base, tuple(args.key))
-        pairs = [Pair(args.run_dir, base)]
+        pairs = [Pair(open_run(args.run_dir, trust), open_run(base, trust))]
     results = [r for pair in pairs for r in evaluate_against(pair, conditions, tuple(args.allow))]
     if args.allow:
         print(f"comparability: allowing {', '.join(args.allow)} to differ")

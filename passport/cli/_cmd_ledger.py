@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main", "add_ledger_option", "ledger_dir", "LEDGER_ENV", "add_when_asked", "print_skipped"]
 
@@ -62,10 +63,12 @@ def add(sub: Any, epilog: str) -> None:
     actions = ledger.add_subparsers(dest="ledger_command", metavar="ACTION", required=True)
     adding = actions.add_parser("add", help="verify run or campaign folders and append them to the ledger",
                                 description="Verify each folder (as `passport verify` does) and append it only when "
-                                            "it verifies; a passport already in the ledger is left as it is. Exit 1 "
-                                            "when any folder was refused.")
+                                            "it verifies and is signed (by a key given with --key, when given); a "
+                                            "passport already in the ledger is left as it is, and one whose canary "
+                                            "rows are missing has them added. Exit 1 when any folder was refused.")
     adding.add_argument("folders", type=Path, nargs="+", metavar="RUN_OR_CAMPAIGN")
     add_ledger_option(adding)
+    add_trust_options(adding)
     querying = actions.add_parser("query", help="run SQL over the ledger (DuckDB; tables runs, canary_cases, arms)")
     querying.add_argument("sql", help="the query, e.g. \"SELECT run_id, verdict FROM runs\"")
     querying.add_argument("--json", action="store_true", help="print the rows as JSON")
@@ -91,7 +94,7 @@ def main(args: argparse.Namespace) -> ExitCode:
     if args.ledger_command == "add":
         refused = 0
         for folder in args.folders:
-            added = add_to(ledger, folder)
+            added = add_to(ledger, folder, trust_of(args))
             refused += added.status == "refused"
             print(f"{added.status:<8} {folder}: {added.message}")
         return ExitCode.of(not refused)

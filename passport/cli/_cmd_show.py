@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
@@ -26,6 +27,7 @@ def add(sub: Any, epilog: str) -> None:
     )
     show.add_argument("run_dir", type=Path, help="a run folder (results/<run>/), or a campaign folder (its arms)")
     show.add_argument("--as", dest="tool", choices=_TOOLS, help="summarize as this tool defines its figures")
+    add_trust_options(show)
 
 
 def _num(value: float | None) -> str:
@@ -33,27 +35,27 @@ def _num(value: float | None) -> str:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    from passport.audit import read_passport_json, require_trusted, tool_view
+    from passport.audit import open_run, tool_view
 
     if (args.run_dir / "campaign.json").is_file() and args.tool is None:
         from passport.judge import trusted_campaign
         from passport.report import arm_lines, campaign_lines
 
-        record = trusted_campaign(args.run_dir)  # what it shows is what the arms' passports say
+        record = trusted_campaign(args.run_dir, trust_of(args)).record  # what the arms' passports and files say
         for line in arm_lines(record) + campaign_lines(record):
             print(line)
         return ExitCode.OK
-    passport: dict[str, Any] = read_passport_json(args.run_dir)  # bounded, and of a version this passport reads
-    require_trusted(args.run_dir)  # what it shows is what the raw files say
+    run = open_run(args.run_dir, trust_of(args))  # what it shows is what the sealed raw files say
+    passport: dict[str, Any] = run.data
     if args.tool is None:
-        from passport.model import passport_model
+        from passport.model import passport_of
         from passport.report import headline_lines
 
-        for line in headline_lines(passport_model(passport, args.run_dir)):
+        for line in headline_lines(passport_of(run)):
             print(line)
         return ExitCode.OK
     api = str(passport.get("protocol", {}).get("effective", {}).get("endpoint", {}).get("api", "chat"))
-    view = tool_view(args.run_dir, args.tool, api)
+    view = tool_view(run.files, args.tool, api)
     print(f"{passport.get('name', args.run_dir.name)} as {args.tool} defines its figures "
           f"({view.requests} measured successful requests, endpoint.api {api})")
     width = max(len(t.name) for t in view.totals)

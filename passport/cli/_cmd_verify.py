@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from passport.cli._exit import ExitCode
+from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
@@ -24,17 +25,20 @@ def add(sub: Any, epilog: str) -> None:
                     "verified, 1 differences found, 2 when RUN_DIR holds no passport this version reads.",
     )
     verify.add_argument("run_dir", type=Path, help="a run folder (results/<run>/) or a campaign folder")
-    verify.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
-                        help="require a signature by this key (sha256:..., as `passport.json` signature.fingerprint "
-                             "shows it); repeatable: any of them")
+    add_trust_options(verify, unsigned=False)
 
 
 def main(args: argparse.Namespace) -> ExitCode:
     from passport import verify
 
-    found = verify(args.run_dir, tuple(args.key))
+    found = verify(args.run_dir, trust_of(args).keys)
     if found.verified:
-        print(f"verified: {args.run_dir}")
+        unsigned = "" if not found.unsigned else ", UNSIGNED" if not found.campaign else \
+            f", UNSIGNED ({len(found.unsigned)} arm runs)"
+        print(f"verified{unsigned}: {args.run_dir}")
+        if found.unsigned:
+            print("unsigned: nothing says whose run this is (schema 1.3 and earlier were never signed); gate, compare, "
+                  "show, export and ledger add act on it only with --allow-unsigned")
         print(f"checked: {', '.join(found.checked)}")
         for note in found.notes:
             print(f"note: {note}")

@@ -11,10 +11,33 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from passport.audit import Trust
     from passport.model import Override, RunSpec
 
 __all__ = ["add_endpoint_options", "add_load_options", "endpoint_url", "load_spec_with_overrides", "Printer",
-           "RichProgress"]
+           "RichProgress", "add_trust_options", "trust_of"]
+
+# passport.audit.TRUSTED_KEYS_ENV, unimported: --help is built without loading the auditor
+_TRUSTED_KEYS_ENV = "PASSPORT_TRUSTED_KEYS"
+
+
+def add_trust_options(command: argparse.ArgumentParser, unsigned: bool = True) -> None:
+    """--key (and, with `unsigned`, --allow-unsigned): which passports a command acts on."""
+    command.add_argument("--key", action="append", default=[], metavar="FINGERPRINT",
+                         help="act only on passports signed by this key (sha256:..., as signature.fingerprint shows "
+                              f"it); repeatable: any of them. {_TRUSTED_KEYS_ENV} adds keys, separated by commas "
+                              "or spaces, so CI sets them once")
+    if unsigned:
+        command.add_argument("--allow-unsigned", action="store_true",
+                             help="also act on an unsigned passport (schema 1.3 and earlier were never signed); "
+                                  "refused otherwise, since a forger who rewrites a passport cannot sign it")
+
+
+def trust_of(args: argparse.Namespace) -> Trust:
+    """The Trust a command's --key / --allow-unsigned and PASSPORT_TRUSTED_KEYS declare."""
+    from passport.audit import Trust
+
+    return Trust.of(args.key, bool(getattr(args, "allow_unsigned", False)))
 
 
 def endpoint_url(text: str) -> str:

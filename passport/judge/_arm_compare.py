@@ -15,15 +15,17 @@ invariants already hold (the record's `not_comparable` status says otherwise).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from passport._errors import PassportError
 from passport.judge._compare import MetricComparison, difference_verdict, format_p, format_value
 from passport.judge._stats import Test, difference, holm, mean_estimate
-from passport.model import read_passport
+from passport.model import passport_of
+
+if TYPE_CHECKING:
+    from passport.judge._campaign import TrustedCampaign
 
 __all__ = ["ARM_STATISTICS", "ArmComparison", "compare_arm_sets", "render_arm_comparison"]
 
@@ -45,12 +47,12 @@ class ArmComparison:
     metrics: list[MetricComparison]
 
 
-def _values(folder: Path, arm: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
+def _values(campaign: TrustedCampaign, arm: dict[str, Any]) -> dict[tuple[str, str], list[float]]:
     out: dict[tuple[str, str], list[float]] = {key: [] for key in ARM_STATISTICS}
     for rep in arm["repetitions"]:
         if rep["run"] is None:
             continue
-        passport = read_passport(Path(folder) / rep["run"])
+        passport = passport_of(campaign.runs[rep["run"]])
         for metric, stat in ARM_STATISTICS:
             value = passport.figure(metric, stat)
             if value is not None:
@@ -58,14 +60,15 @@ def _values(folder: Path, arm: dict[str, Any]) -> dict[tuple[str, str], list[flo
     return out
 
 
-def compare_arm_sets(folder: Path, record: dict[str, Any], base: str, other: str, alpha: float = 0.05,
+def compare_arm_sets(campaign: TrustedCampaign, base: str, other: str, alpha: float = 0.05,
                      min_effect: float = 0.10) -> ArmComparison:
-    """Compare arm `other` with arm `base` of the (trusted) campaign `record` in `folder`."""
+    """Compare arm `other` with arm `base` of a trusted campaign."""
+    record = campaign.record
     arms = {a["name"]: a for a in record["arms"]}
     for name in (base, other):
         if name not in arms:
             raise PassportError(f"the campaign has no arm named {name!r} (arms: {', '.join(arms)})")
-    values = {name: _values(folder, arms[name]) for name in (base, other)}
+    values = {name: _values(campaign, arms[name]) for name in (base, other)}
     tests: list[Test] = []
     pending: list[tuple[str, str, float | None, float | None, Test | None]] = []
     for metric, stat in ARM_STATISTICS:

@@ -32,11 +32,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from passport._errors import PassportError
-from passport.audit import CANARIES_FILE, load_table, parse_fraction
+from passport.audit import OpenRun, parse_fraction
 from passport.judge._compare import (
     INVARIANTS,
     LATENCIES,
@@ -50,7 +49,10 @@ from passport.judge._compare import (
 )
 from passport.judge._names import GateError
 from passport.judge._stats import Test, difference, holm
-from passport.model import Passport, read_passport
+from passport.model import Passport, passport_of
+
+if TYPE_CHECKING:
+    from passport.judge._campaign import TrustedCampaign
 
 __all__ = ["BaselineCondition", "BaselineResult", "NotComparable", "Regression", "NoNewFailures",
            "parse_baseline_condition", "evaluate_against", "finish", "counts_as_failing", "RATES", "QUANTILES", "Pair",
@@ -146,8 +148,8 @@ def parse_baseline_condition(text: str) -> BaselineCondition | None:
 class Pair:
     """A run and the baseline it is gated against (a campaign: one per arm, `scope` its name)."""
 
-    run: Path
-    baseline: Path
+    run: OpenRun
+    baseline: OpenRun
     scope: str = ""
 
 
@@ -156,8 +158,8 @@ def check_comparable(pair: Pair, current: Passport, base: Passport, allowed: tup
     verdict when it is not VALID."""
     where = f" ({pair.scope})" if pair.scope else ""
     if base.verdict != "VALID":
-        raise NotComparable(f"the baseline {pair.baseline}{where} is {base.verdict}, not VALID: its figures are not "
-                            "a measurement of its protocol; gate against a VALID run")
+        raise NotComparable(f"the baseline {pair.baseline.folder}{where} is {base.verdict}, not VALID: its figures are "
+                            "not a measurement of its protocol; gate against a VALID run")
     mine, theirs = invariant_values(current), invariant_values(base)
     for name in _COMPARED:
         if name not in allowed and invariant_broken(name, [theirs[name], mine[name]]):
@@ -167,9 +169,9 @@ def check_comparable(pair: Pair, current: Passport, base: Passport, allowed: tup
                 "gates anyway, and says so)")
 
 
-def _canary_cases(run: Path) -> dict[tuple[str, str], bool]:
+def _canary_cases(run: OpenRun) -> dict[tuple[str, str], bool]:
     """Each canary case of a run, (id, content hash) -> passed in every row of it."""
-    table = load_table(run, CANARIES_FILE.removesuffix(".parquet"))
+    table = run.derived.run.canaries
     if table is None or not table.num_rows:
         return {}
     cases: dict[tuple[str, str], bool] = {}
@@ -241,12 +243,12 @@ def evaluate_against(pair: Pair, conditions: list[BaselineCondition],
                      allowed: tuple[str, ...] = ()) -> list[BaselineResult]:
     """Each baseline condition on one pair, the regressions not yet corrected (`finish` does
     that across every pair of the gate); NotComparable when the pair is not comparable."""
-    current, base = read_passport(pair.run), read_passport(pair.baseline)
+    current, base = passport_of(pair.run), passport_of(pair.baseline)
     check_comparable(pair, current, base, allowed)
     regressions = [c for c in conditions if isinstance(c, Regression)]
     samples = None
     if regressions and current.verdict == "VALID":
-        samples = run_samples(pair.baseline, base), run_samples(pair.run, current)
+        samples = run_samples(pair.baseline.derived.run, base), run_samples(pair.run.derived.run, current)
     out = []
     for condition in conditions:
         if isinstance(condition, NoNewFailures):
@@ -298,25 +300,25 @@ def finish(results: list[BaselineResult], alpha: float = 0.05) -> list[BaselineR
     return results
 
 
-def _last_run(folder: Path, arm: dict[str, Any]) -> Path | None:
-    """An arm's latest VALID repetition's run folder (else its latest with a passport; None: none)."""
+def _last_run(campaign: TrustedCampaign, arm: dict[str, Any]) -> OpenRun | None:
+    """An arm's latest VALID repetition's run (else its latest with a passport; None: none)."""
     reps = [r for r in arm["repetitions"] if r["run"] is not None]
     valid = [r for r in reps if r.get("verdict") == "VALID"]
     chosen = (valid or reps)[-1:]
-    return folder / chosen[0]["run"] if chosen else None
+    return campaign.runs[chosen[0]["run"]] if chosen else None
 
 
-def campaign_pairs(folder: Path, record: dict[str, Any], baseline_folder: Path, baseline: dict[str, Any],
+def campaign_pairs(current: TrustedCampaign, baseline: TrustedCampaign,
                    conditions: list[BaselineCondition]) -> tuple[list[Pair], list[BaselineResult]]:
     """Each arm of a campaign against the baseline campaign's arm of the same name (each side's
     latest VALID repetition), and an INCONCLUSIVE result per condition for an arm with no
     counterpart or no passport."""
-    theirs = {arm["name"]: arm for arm in baseline["arms"]}
+    theirs = {arm["name"]: arm for arm in baseline.record["arms"]}
     pairs, missing = [], []
-    for arm in record["arms"]:
+    for arm in current.record["arms"]:
         name = str(arm["name"])
-        run = _last_run(folder, arm)
-        base = _last_run(baseline_folder, theirs[name]) if name in theirs else None
+        run = _last_run(current, arm)
+        base = _last_run(baseline, theirs[name]) if name in theirs else None
         if run is not None and base is not None:
             pairs.append(Pair(run, base, name))
             continue

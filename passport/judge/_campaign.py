@@ -29,7 +29,16 @@ from pathlib import Path
 from typing import Any, cast
 
 from passport._errors import PassportError, RunFolderError
-from passport.audit import canonical_json, content_sha256, diff_values, read_passport_json, sha256_bytes
+from passport.audit import (
+    OpenRun,
+    Trust,
+    canonical_json,
+    content_sha256,
+    diff_values,
+    open_run,
+    read_passport_json,
+    sha256_bytes,
+)
 from passport.judge._advice import advice, name_list
 from passport.judge._compare import invariant_values
 from passport.judge._names import GateError, Kind, Target
@@ -49,7 +58,7 @@ __all__ = ["CAMPAIGN_VERSION", "CAMPAIGN_FILE", "SWEEP_FILE", "campaign_record",
            "gate_view", "judged_at_knee", "resolve_campaign_name", "ArmRow", "ArmSummary", "Fit", "Progress",
            "check_fit", "summarize_arm", "summarize_arms", "failed_arm", "arm_counts", "managed_lines", "ROW_PATHS",
            "recorded_rows", "spec_digest", "turns", "evaluate_campaign_gate", "no_best_reason",
-           "trusted_campaign"]
+           "trusted_campaign", "TrustedCampaign"]
 
 # 2: repetitions in rotating rounds, an interval per arm, pairwise comparisons, rank groups, best
 # only when separated, the advice.
@@ -412,19 +421,43 @@ def read_campaign(folder: Path) -> dict[str, Any]:
     return data
 
 
-def trusted_campaign(folder: Path) -> dict[str, Any]:
-    """campaign.json, once `recompute_campaign` finds nothing to report (what gate and show act
-    on); RunFolderError (exit 2) naming what it found otherwise."""
+@dataclass(frozen=True)
+class TrustedCampaign:
+    """A campaign folder gate, show and compare act on: its record, and each repetition's run
+    opened through the door (by its path in the folder, as the record names it)."""
+
+    folder: Path
+    record: dict[str, Any]
+    runs: dict[str, OpenRun]
+
+
+def trusted_campaign(folder: Path, trust: Trust) -> TrustedCampaign:
+    """campaign.json once `recompute_campaign` finds nothing to report, with every repetition's run
+    through the door under `trust` (its hash, signature and key, each file it lists): what gate,
+    show and compare act on. UntrustedRunError (exit 2) naming what it found otherwise."""
+    from passport._errors import UntrustedRunError
+
+    folder = Path(folder)
     record = read_campaign(folder)
     try:
         problems = recompute_campaign(folder, record)
     except (OSError, ValueError, KeyError, TypeError, PassportError) as exc:
         problems = [f"{type(exc).__name__}: {exc}"]
+    runs: dict[str, OpenRun] = {}
+    if not problems:
+        for arm in record["arms"]:
+            for rep in arm["repetitions"]:
+                if rep["run"] is None:
+                    continue
+                try:
+                    runs[rep["run"]] = open_run(folder / rep["run"], trust)
+                except RunFolderError as exc:
+                    problems.append(f"arm {arm['name']} round {rep['round']}: {exc}")
     if problems:
-        raise RunFolderError(f"{folder}: not a campaign to act on: {'; '.join(problems[:5])}"
-                             + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
-                             + f"; `passport verify {folder}` lists every check")
-    return record
+        raise UntrustedRunError(f"{folder}: not a campaign to act on: {'; '.join(problems[:5])}"
+                                + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else "")
+                                + f"; `passport verify {folder}` lists every check")
+    return TrustedCampaign(folder, record, runs)
 
 
 def spec_digest(raw: dict[str, Any]) -> str:

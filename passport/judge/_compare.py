@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from passport._errors import PassportError
-from passport.audit import per_request_samples, read_run, requests_meeting
+from passport.audit import OpenRun, RunData, per_request_samples, requests_meeting
 from passport.judge._stats import (
     BLOCKS,
     MIN_PER_BLOCK,
@@ -47,7 +47,7 @@ from passport.judge._stats import (
     quantile_estimate,
     slice_rates,
 )
-from passport.model import Passport, read_passport
+from passport.model import Passport, passport_of
 
 __all__ = ["INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs", "invariant_values",
            "invariant_text", "field_values", "render_comparison", "format_value", "format_p", "format_interval",
@@ -202,9 +202,8 @@ class RunSamples:
     by_repetition: bool
 
 
-def run_samples(run: Path, passport: Passport) -> RunSamples:
-    """What the statistics of a run read (see `RunSamples`), from its folder and passport."""
-    data = read_run(run)
+def run_samples(data: RunData, passport: Passport) -> RunSamples:
+    """What the statistics of a run read (see `RunSamples`), from its raw tables and passport."""
     samples = per_request_samples(data, LATENCIES)
     values = {m: np.concatenate(v) if v else np.zeros(0) for m, v in samples.items() if m != "itl.chunk"}
     gaps = [g for g in samples["itl.chunk"] if len(g)]
@@ -316,7 +315,7 @@ def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> st
     return "lower" if rate else "faster"
 
 
-def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Passport,
+def _compare_pair(base_run: RunData, other_run: RunData, base_p: Passport, other_p: Passport,
                   alpha: float, min_effect: float) -> list[MetricComparison]:
     base, other = run_samples(base_run, base_p), run_samples(other_run, other_p)
     rows = [row for metric in LATENCIES for row in _latency(metric, base, other)]
@@ -332,15 +331,17 @@ def _compare_pair(base_run: Path, other_run: Path, base_p: Passport, other_p: Pa
     return [m for m, _ in rows]
 
 
-def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: float = 0.05,
+def compare_runs(opened: list[OpenRun], allowed: list[str] | None = None, alpha: float = 0.05,
                  min_effect: float = MIN_EFFECT) -> Comparison:
-    """Compare every run against the first; see the module docstring. `alpha`: the family-wise
-    error rate of each comparison; `min_effect`: the smallest relative difference called."""
+    """Compare every run (each opened through the door, `passport.audit.open_run`) against the
+    first; see the module docstring. `alpha`: the family-wise error rate of each comparison;
+    `min_effect`: the smallest relative difference called."""
     allowed = list(allowed or [])
     unknown = [a for a in allowed if a not in INVARIANTS]
     if unknown:
         raise PassportError(f"--allow {unknown[0]!r}: not a comparability field; use one of {', '.join(INVARIANTS)}")
-    passports = [read_passport(run) for run in runs]
+    passports = [passport_of(run) for run in opened]
+    runs = [run.folder for run in opened]
     per_run = [invariant_values(p) for p in passports]
     values = {name: [v[name] for v in per_run] for name in INVARIANTS}
     differences = {name: seen for name, seen in values.items() if invariant_broken(name, seen)}
@@ -352,7 +353,8 @@ def compare_runs(runs: list[Path], allowed: list[str] | None = None, alpha: floa
                             differing_fields(passports))
     if comparison.comparable:
         for i in range(1, len(runs)):
-            comparison.metrics.append(_compare_pair(runs[0], runs[i], passports[0], passports[i], alpha, min_effect))
+            comparison.metrics.append(_compare_pair(opened[0].derived.run, opened[i].derived.run, passports[0],
+                                                    passports[i], alpha, min_effect))
     return comparison
 
 

@@ -1,11 +1,18 @@
 """Adding to the ledger, querying it, and picking a baseline from it.
 
-`add` verifies a run or campaign folder with `passport verify`'s own checks and appends it only
-when they pass: its `runs` row, its `canary_cases` rows and (a campaign) its `arms` rows, then
-each arm run's rows. `query` runs SQL through DuckDB over views named after the tables (`runs`,
+`add` verifies a run or campaign folder with `passport verify`'s own checks, opens it through the
+door (`passport.audit.open_run`: signed, by a trusted key when keys are given, each file read
+checked) and appends it only when both pass. A run is published by its `runs` row, written last:
+its `canary_cases` rows first, then the `runs` row, so a failure in between leaves no run that
+looks complete, and adding it again finishes it (a run whose `runs` row is present but whose
+canary rows are missing, from a ledger an earlier passport wrote, is repaired the same way). A
+campaign: each arm run so, then its `arms` rows.
+
+`query` runs SQL through DuckDB over views named after the tables (`runs`,
 `canary_cases`, `arms`), unified by column name across files, with the Hive partition `date`.
-`pick_baseline` answers `gate --baseline ledger:DIR`: the latest VALID run with this run's
-workload and schedule hashes (and the `--where` filters), never the run itself.
+`pick_baseline` answers `gate --baseline ledger:DIR`: the latest VALID run created before this one
+with the same comparability invariants (model, precision, decoding, workload, load, window; those
+the gate is told to --allow excepted) and the `--where` filters, never the run itself.
 """
 
 from __future__ import annotations
@@ -17,11 +24,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from passport._errors import PassportError
-from passport.audit import content_sha256
-from passport.ledger._rows import CANARY_COLUMNS, arm_rows, canary_rows, identity_column, run_row
+from passport._errors import PassportError, RunFolderError
+from passport.audit import OpenRun, Trust, content_sha256, open_run
+from passport.ledger._rows import (
+    CANARY_COLUMNS,
+    EXACT_INVARIANTS,
+    arm_rows,
+    canary_rows,
+    identity_column,
+    invariant_column,
+    run_row,
+)
 from passport.ledger._store import TABLES, LedgerFiles, ledger_files, name_problem, write_rows
-from passport.model import Passport, read_passport
+from passport.model import Passport, passport_of
 
 __all__ = ["DEFAULT_ROW_LIMIT", "LedgerError", "Added", "add", "query", "connect", "pick_baseline", "where_clause",
            "Baseline", "column_of", "quote_name", "runs_columns"]
@@ -64,14 +79,13 @@ def _refusal(ledger: Path, p: Passport, stem: str) -> str | None:
     return None
 
 
-def _add_run(ledger: Path, folder: Path, p: Passport, added_utc: str) -> bool:
-    """Append one verified run's rows; False when it was already there."""
-    run_dir = str(folder.resolve())
+def _add_run(ledger: Path, run: OpenRun, p: Passport, added_utc: str) -> str:
+    """Append one trusted run's rows, the `runs` row last (see the module docstring): "added",
+    "repaired" (its runs row was there, its canary rows were not) or "present"."""
     stem = _stem(p.run_id, p.content_sha256)
-    written = write_rows(ledger, "runs", [run_row(p, run_dir, added_utc)], p.created_utc, stem)
-    if written is not None:
-        write_rows(ledger, "canary_cases", canary_rows(p, run_dir), p.created_utc, stem, CANARY_COLUMNS)
-    return written is not None
+    canaries = write_rows(ledger, "canary_cases", canary_rows(p, run.files), p.created_utc, stem, CANARY_COLUMNS)
+    published = write_rows(ledger, "runs", [run_row(p, str(run.folder.resolve()), added_utc)], p.created_utc, stem)
+    return "added" if published is not None else "repaired" if canaries is not None else "present"
 
 
 def _writable(ledger: Path) -> None:
@@ -93,29 +107,36 @@ def _writable(ledger: Path) -> None:
         raise LedgerError(f"the ledger folder {ledger} is not writable by this user; give --ledger one that is")
 
 
-def add(ledger: Path, folder: Path) -> Added:
-    """Verify `folder` (a run or a campaign) and append it (see the module docstring)."""
-    from passport import verify
-    from passport.judge import CAMPAIGN_FILE, read_campaign
+_SAID = {"added": "", "repaired": ": its canary rows were missing and are added", "present": ": already in the ledger"}
 
-    folder = Path(folder)
-    found = verify(folder)
+
+def add(ledger: Path, folder: Path, trust: Trust | None = None) -> Added:
+    """Verify `folder` (a run or a campaign), open it through the door under `trust` (default:
+    any signature, no unsigned passport) and append it (see the module docstring)."""
+    from passport import verify
+    from passport.judge import CAMPAIGN_FILE, trusted_campaign
+
+    folder, trust = Path(folder), trust or Trust()
+    found = verify(folder, trust.keys)
     if not found.verified:
         return Added(folder, "refused", "verify found: " + "; ".join(found.problems[:3])
                      + (f" (and {len(found.problems) - 3} more)" if len(found.problems) > 3 else ""))
+    try:
+        campaign = trusted_campaign(folder, trust) if (folder / CAMPAIGN_FILE).is_file() else None
+        opened = [open_run(folder, trust)] if campaign is None else list(campaign.runs.values())
+    except RunFolderError as exc:
+        return Added(folder, "refused", str(exc))
     _writable(ledger)
     added_utc = _now()
-    if not (folder / CAMPAIGN_FILE).is_file():
-        p = read_passport(folder)
+    passports = [(run, passport_of(run)) for run in opened]
+    if campaign is None:
+        run, p = passports[0]
         refusal = _refusal(ledger, p, _stem(p.run_id, p.content_sha256))
         if refusal is not None:
             return Added(folder, "refused", refusal)
-        fresh = _add_run(ledger, folder, p, added_utc)
-        return Added(folder, "added" if fresh else "present",
-                     f"{p.run_id} ({p.verdict})" + ("" if fresh else ": already in the ledger"))
-    record = read_campaign(folder)
-    runs = [(folder / rep["run"]) for arm in record["arms"] for rep in arm["repetitions"] if rep["run"] is not None]
-    passports = [(run, read_passport(run)) for run in runs]
+        status = _add_run(ledger, run, p, added_utc)
+        return Added(folder, status, f"{p.run_id} ({p.verdict}){_SAID[status]}")
+    record = campaign.record
     refusals = [r for run, p in passports if (r := _refusal(ledger, p, _stem(p.run_id, p.content_sha256)))]
     arms_stem, arms_created = _stem(str(record["name"]), record.get("content_sha256")), \
         str(record.get("created_utc") or added_utc)
@@ -123,12 +144,12 @@ def add(ledger: Path, folder: Path) -> Added:
                  if problem]
     if refusals:
         return Added(folder, "refused", "; ".join(refusals[:3]))
-    fresh_runs = sum(_add_run(ledger, run, p, added_utc) for run, p in passports)
+    fresh_runs = sum(_add_run(ledger, run, p, added_utc) != "present" for run, p in passports)
     written = write_rows(ledger, "arms", arm_rows(record, str(folder.resolve()), added_utc), arms_created, arms_stem)
     status = "added" if written is not None or fresh_runs else "present"
     return Added(folder, status, f"campaign {record['name']}: {len(record['arms'])} arms, {fresh_runs} of "
-                                 f"{len(runs)} runs new" + ("" if written is not None else
-                                                            "; the campaign was already in the ledger"))
+                                 f"{len(passports)} runs new" + ("" if written is not None else
+                                                                 "; the campaign was already in the ledger"))
 
 
 def connect(ledger: Path) -> tuple[Any, list[tuple[Path, str]]]:
@@ -235,18 +256,30 @@ class Baseline:
     line: str
 
 
-def pick_baseline(ledger: Path, current: Passport, filters: list[str], keys: tuple[str, ...] = ()) -> Baseline:
+def pick_baseline(ledger: Path, current: Passport, filters: list[str], keys: tuple[str, ...] = (),
+                  allowed: tuple[str, ...] = ()) -> Baseline:
     """The latest VALID run in the ledger created before `current`, with `current`'s workload and
-    schedule hashes, matching `filters`, other than `current` itself (a run created after the
-    gated one is never its baseline: a newcomer's run, or a row dated in the future), and with
-    `keys` signed by one of them (a row forged with another key is passed over, not chosen and
-    then refused); its folder must still hold the passport the ledger recorded. LedgerError
-    saying what was looked for when there is none."""
+    schedule hashes and its comparability invariants (those in `allowed` excepted: a run of
+    another load is never picked unless asked), matching `filters`, other than `current` itself
+    (a run created after the gated one is never its baseline: a newcomer's run, or a row dated in
+    the future), and with `keys` signed by one of them (a row forged with another key is passed
+    over, not chosen and then refused); its folder must still hold the passport the ledger
+    recorded. LedgerError saying what was looked for when there is none."""
+    from passport.ledger._rows import run_row
+
     con, _ = connect(ledger)
     columns = runs_columns(con)
     if "workload_sha256" not in columns:
         raise LedgerError(f"the ledger at {ledger} holds no runs yet")
     condition, params = where_clause(filters, columns)
+    mine = run_row(current, "", "")
+    same = [invariant_column(name) for name in EXACT_INVARIANTS if name not in allowed]
+    missing = [column for column in same if column not in columns]
+    if missing:
+        raise LedgerError(f"the ledger at {ledger} records no {missing[0]} (its runs were added before passport "
+                          "kept the invariants a baseline must share): add the baselines again")
+    condition = " AND ".join([condition, *(f"{quote_name(column)} = ?" for column in same)])
+    params += [mine[column] for column in same]
     signed = ""
     if keys:
         if "signer" not in columns:
@@ -261,7 +294,9 @@ def pick_baseline(ledger: Path, current: Passport, filters: list[str], keys: tup
          current.created_utc, *keys, *params],
     ).fetchall()
     if not rows:
-        looked = f"workload {current.protocol.workload.sha256[:12]}, schedule {current.protocol.schedule.sha256[:12]}"
+        protocol = current.protocol
+        looked = (f"workload {protocol.workload.sha256[:12]}, schedule {protocol.schedule.sha256[:12]}, and "
+                  f"{', '.join(n for n in EXACT_INVARIANTS if n not in allowed)}")
         raise LedgerError(f"the ledger at {ledger} has no VALID run created before this one ({current.created_utc}) "
                           f"with this run's {looked}"
                           + (f", signed by {' or '.join(keys)}" if keys else "")

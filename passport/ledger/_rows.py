@@ -23,14 +23,25 @@ Pure functions of the passport; `passport.ledger._store` writes them.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
-from passport.audit import canonical_json, load_table, sha256_bytes
+from passport.audit import RunFiles, canonical_json, sha256_bytes
+from passport.judge._compare import invariant_values
 from passport.judge._stats import t_critical
 from passport.model import Passport
 
-__all__ = ["run_row", "canary_rows", "CANARY_COLUMNS", "arm_rows", "STATS", "identity_column", "metric_column"]
+__all__ = ["run_row", "canary_rows", "CANARY_COLUMNS", "arm_rows", "STATS", "identity_column", "metric_column",
+           "EXACT_INVARIANTS", "invariant_column"]
+
+# The comparability invariants a baseline must match exactly (compare's, less the cache, whose
+# measured share is compared within a tolerance, and validity, a column of its own): each runs
+# row carries the hash of each, so a ledger baseline is picked among runs of the same load.
+EXACT_INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window")
+
+
+def invariant_column(name: str) -> str:
+    """The runs column holding the hash of comparability invariant `name`."""
+    return f"invariant.{name}_sha256"
 
 STATS = ("n", "mean", "std", "min", "max", "p50", "p90", "p95", "p99", "p99_9")
 
@@ -86,6 +97,8 @@ def run_row(p: Passport, run_dir: str, added_utc: str) -> dict[str, Any]:
         "load.concurrency": None if load.get("concurrency") is None else int(load["concurrency"]),
         "error_rate": (measured - succeeded) / measured if measured and succeeded is not None else None,
     }
+    invariants = invariant_values(p)
+    row.update({invariant_column(name): _hash(invariants[name]) for name in EXACT_INVARIANTS})
     for field, sourced in sorted(p.identity.items()):
         row[identity_column(field)] = _text(sourced.value)
         row[f"{identity_column(field)}.source"] = sourced.source
@@ -119,9 +132,10 @@ _CANARY_KEPT = ("suite", "suite_sha256", "case_id", "case_version", "case_sha256
 CANARY_COLUMNS = ("run_id", "passport_sha256", "created_utc", *_CANARY_KEPT)
 
 
-def canary_rows(p: Passport, run_dir: str) -> list[dict[str, Any]]:
-    """One `canary_cases` row per case the run checked (canaries.parquet), with the run's keys."""
-    table = load_table(Path(run_dir), "canaries")
+def canary_rows(p: Passport, files: RunFiles) -> list[dict[str, Any]]:
+    """One `canary_cases` row per case the run checked (canaries.parquet, read through `files`),
+    with the run's keys."""
+    table = files.table("canaries")
     if table is None:
         return []
     return [{"run_id": p.run_id, "passport_sha256": p.content_sha256, "created_utc": p.created_utc,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
         load_campaign,
         parse_campaign,
     )
-    from passport.model._io import passport_model, read_passport, read_passport_json
+    from passport.model._io import passport_model, passport_of, read_passport, read_passport_json
     from passport.model._passport import (
         SCHEMA_VERSION,
         SUPPORTED_SCHEMA_VERSIONS,
@@ -108,6 +108,7 @@ __all__ = [
     "parse_spec",
     "read_passport",
     "passport_model",
+    "passport_of",
     "read_passport_json",
     "render_schema",
 ]
@@ -118,7 +119,7 @@ _HOME = {name: module for module, names in {
         "CampaignSpec", "arm_raw_spec", "configured_kv_tokens", "load_campaign", "parse_campaign",
     ),
     "passport.model._io": (
-        "passport_model", "read_passport", "read_passport_json",
+        "passport_model", "passport_of", "read_passport", "read_passport_json",
     ),
     "passport.model._passport": (
         "SCHEMA_VERSION", "SUPPORTED_SCHEMA_VERSIONS",

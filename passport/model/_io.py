@@ -8,10 +8,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from passport._errors import RunFolderError
-from passport.audit import read_passport_json
+from passport.audit import OpenRun, read_passport_json
 from passport.model._passport import Passport
 
-__all__ = ["read_passport", "read_passport_json", "passport_model"]
+__all__ = ["read_passport", "read_passport_json", "passport_model", "passport_of"]
 
 
 def read_passport(path: Path) -> Passport:
@@ -19,6 +19,12 @@ def read_passport(path: Path) -> Passport:
     not JSON, of a schema version this passport does not know, edited after it was written, or
     not of the passport's shape (an unexpected key, a wrong type)."""
     return passport_model(read_passport_json(path, sealed=True), Path(path))
+
+
+def passport_of(run: OpenRun) -> Passport:
+    """The passport of a run opened through the door (`passport.audit.open_run`), as the model:
+    the bytes the door read and checked, not the file read again."""
+    return passport_model(run.data, run.folder)
 
 
 def passport_model(data: dict[str, Any], where: Path) -> Passport:

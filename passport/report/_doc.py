@@ -16,9 +16,10 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from passport.audit._versions import LAYOUT_KEY
+
 __all__ = ["Heading", "Para", "Table", "Bullets", "Image", "Verdict", "Block", "to_markdown", "to_html",
-           "write_reports",
-           "render_reports"]
+           "write_reports", "render_reports", "REPORT_LAYOUT", "LAYOUT_KEY"]
 
 
 @dataclass(frozen=True)
@@ -163,7 +164,6 @@ def to_html(title: str, blocks: list[Block]) -> str:
 # so reports can improve without every earlier run folder failing verification. Raise it with any
 # change to what a report shows; runs before it was recorded are layout 1.
 REPORT_LAYOUT = 2
-LAYOUT_KEY = "passport.report-layout"
 
 
 def render_reports(title: str, blocks: list[Block]) -> dict[str, bytes]:

@@ -20,8 +20,8 @@ from passport.audit import (
     REPORT_FILES,
     Distribution,
     HeadroomFigures,
+    RunFiles,
     StatFigures,
-    load_table,
     per_request_samples,
 )
 from passport.model import Passport
@@ -367,14 +367,15 @@ def _protocol_blocks(p: Passport) -> list[Block]:
 def _plot_blocks(p: Passport, folder: Path) -> list[Block]:
     from passport.report._plots import CDF_METRICS, latency_cdfs, per_request, timeline  # matplotlib: not for headlines
 
-    requests = load_table(folder, "requests")
+    files = RunFiles(folder)
+    requests = files.table("requests")
     if requests is None:
         return []
-    samples = per_request_samples(folder, CDF_METRICS)
+    samples = per_request_samples(files, CDF_METRICS)
     series = {p.name: {k: np.concatenate(v) if v else np.zeros(0) for k, v in samples.items()}}
     windows = [((w["start_ns"] or 0) / 1e9, (w["end_ns"] or 0) / 1e9) for w in p.results["windows"]
                if w["start_ns"] is not None and w["end_ns"] is not None]
-    png, notes = timeline(requests, load_table(folder, "chunks"), load_table(folder, "telemetry"), windows)
+    png, notes = timeline(requests, files.table("chunks"), files.table("telemetry"), windows)
     return [
         Heading("Plots"),
         Image("latency_cdf.png", latency_cdfs(series),

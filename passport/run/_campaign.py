@@ -20,8 +20,12 @@ interrupted.
 
 `--resume FOLDER` continues such a campaign in its folder: the spec must be the one it ran
 (sha256 of the mapping as written), every recorded repetition's passport must still have the
-content hash the record holds, a repetition cut short by the interruption is run again, and
-every turn not yet recorded runs.
+content hash the record holds and pass the door (`passport.audit.open_run`: signed by this
+machine's or the team's signing key, or a --key given, every file it lists unchanged), a
+repetition cut short by the interruption is run again, and every turn not yet recorded runs.
+A campaign holds a lock on its folder while it runs (`.campaign.lock`, flock: released when the
+process ends, however it ends), so a second resume of the same folder is refused at once instead
+of running the same turns and overwriting the record.
 
     <out>/<name>-campaign-<UTC>-<id>/
         campaign.yaml        the campaign spec as written (secrets masked)
@@ -33,10 +37,12 @@ every turn not yet recorded runs.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,6 +51,7 @@ import yaml
 
 from harness import EngineLauncher, scrub, scrub_file, scrub_json, write_new
 from passport._errors import RunFolderError
+from passport.audit import Trust, open_run, signing_fingerprint
 from passport.judge import (
     CAMPAIGN_FILE,
     SWEEP_FILE,
@@ -72,6 +79,7 @@ from passport.run._sweep import run_sweep
 __all__ = ["CampaignOutcome", "run_campaign", "resume_campaign", "CAMPAIGN_SPEC_FILE"]
 
 CAMPAIGN_SPEC_FILE = "campaign.yaml"
+LOCK_FILE = ".campaign.lock"
 
 
 @dataclass(frozen=True)
@@ -229,14 +237,50 @@ def run_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[st
     write_new(folder / CAMPAIGN_SPEC_FILE, yaml.safe_dump(masked, sort_keys=False).encode())
     state = _Campaign(campaign, specs, folder, _utc(stamp), spec_digest(masked))
     say(f"campaign folder: {folder}")
-    return CampaignOutcome(folder, _run_turns(state, progress, say))
+    with _locked(folder):
+        return CampaignOutcome(folder, _run_turns(state, progress, say))
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """Hold the campaign folder's lock (see the module docstring); RunFolderError when another
+    process holds it."""
+    import fcntl
+
+    path = Path(folder) / LOCK_FILE
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    except OSError as exc:
+        raise RunFolderError(f"cannot lock {folder} ({path}: {exc.strerror or exc}); give a campaign folder this "
+                             "user can write") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "another process"
+            raise RunFolderError(f"{folder} is being run by another passport ({holder}): wait for it to finish, or "
+                                 "stop it, then resume") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid {os.getpid()}".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # closing the descriptor releases the lock
 
 
 def resume_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[str, Any], folder: Path,
-                    progress: ProgressFactory | None = None,
-                    status: Callable[[str], None] | None = None) -> CampaignOutcome:
+                    progress: ProgressFactory | None = None, status: Callable[[str], None] | None = None,
+                    keys: tuple[str, ...] = ()) -> CampaignOutcome:
     """Continue the campaign in `folder` (see the module docstring); RunFolderError when the
-    spec is not the one it ran or a recorded repetition's passport changed."""
+    spec is not the one it ran, another process is running it, or a recorded repetition's
+    passport or files changed or are not signed by one of `keys` (none given: this process's
+    signing key)."""
+    with _locked(folder):
+        return _resume(campaign, specs, raw, Path(folder), progress, status, keys)
+
+
+def _resume(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict[str, Any], folder: Path,
+            progress: ProgressFactory | None, status: Callable[[str], None] | None,
+            keys: tuple[str, ...]) -> CampaignOutcome:
     say = status or (lambda _msg: None)
     recorded = read_campaign(folder)
     digest = spec_digest(scrub_json(raw))
@@ -244,9 +288,16 @@ def resume_campaign(campaign: CampaignSpec, specs: dict[str, RunSpec], raw: dict
         raise RunFolderError(f"{folder} ran another campaign spec (sha256 {recorded['spec_sha256'][:12]}..., this one "
                              f"{digest[:12]}...): resume it with the spec it ran, {folder / CAMPAIGN_SPEC_FILE}")
     rows, problems = recorded_rows(folder, recorded, campaign, specs)
+    kept = [r for r in rows if not _cut(r)]
+    trust = Trust(keys or (signing_fingerprint(),))
+    for row in kept if not problems else []:
+        if row.run is not None:
+            try:
+                open_run(folder / row.run, trust)
+            except RunFolderError as exc:
+                problems.append(f"arm {row.name} round {row.round}: {exc}")
     if problems:
         raise RunFolderError(f"cannot resume {folder}: " + "; ".join(problems))
-    kept = [r for r in rows if not _cut(r)]
     state = _Campaign(campaign, specs, Path(folder), recorded["created_utc"], digest, kept,
                       [*recorded["resumed_utc"], _utc(dt.datetime.now(dt.UTC))])
     say(f"resuming {folder}: {len(kept)} repetition(s) kept, {len(state.not_run())} turn(s) to run")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from passport._errors import RunFolderError
-from passport.audit import RunState, load_table
+from passport.audit import RunFiles, RunState
 from passport.model import Passport, PassportDraft
 from passport.run._assemble import DRAFT_FILE, finalize, write_passport
 from passport.run._plan import utc_now
@@ -49,7 +49,7 @@ def recover(run_dir: Path) -> Passport:
     if shards:  # a run sent by worker processes: their shards hold the requests
         parts += len(shards)
         merge_shards(folder, shards[-1] + 1)
-    requests = load_table(folder, "requests")
+    requests = RunFiles(folder).table("requests")
     kept = 0 if requests is None else requests.num_rows
     recovered_utc = utc_now()
     how = f"recovered at {recovered_utc} by `passport recover` from {parts} parts folder(s), {kept} request(s) kept"

@@ -212,6 +212,9 @@ def test_a_campaign_that_cannot_run_says_why_before_launching_anything(tmp_path:
        "the turn it reached keeps an INCOMPLETE passport, later turns are listed as not run, the record verifies, "
        "exit 1; resume checks the spec's hash and every kept passport's, runs the cut turn again and the rest, "
        "and the finished campaign verifies")
+@fault("`campaign --resume` of a folder another passport is running, or whose kept repetition has an edited raw "
+       "file or another signer than this machine's key (or --key)", "refused, exit 2, before anything runs: the "
+       "folder's lock names the holder; the door names the file or both keys")
 def test_ctrl_c_stops_a_campaign_and_resume_finishes_it(tmp_path: Path) -> None:
     arms = [{"name": name, "engine": {"launch": f"{SIM} --script SCRIPT --ttft-ms 2 --itl-ms 1"}}
             for name in ("first", "second", "third")]
@@ -249,6 +252,20 @@ def test_ctrl_c_stops_a_campaign_and_resume_finishes_it(tmp_path: Path) -> None:
     refused = run_cli("campaign", str(changed), "--resume", str(folder), "--quiet")
     assert refused.returncode == 2 and "ran another campaign spec" in refused.stderr
     kept = folder / first["repetitions"][0]["run"]
+    import fcntl
+
+    with (folder / ".campaign.lock").open("a") as held:  # another passport resuming the same folder
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locked = run_cli("campaign", str(spec), "--resume", str(folder), "--quiet")
+    assert locked.returncode == 2 and f"{folder} is being run by another passport" in locked.stderr, locked.stderr
+    original = (kept / "chunks.parquet").read_bytes()
+    (kept / "chunks.parquet").write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # one bit of a kept run
+    edited = run_cli("campaign", str(spec), "--resume", str(folder), "--quiet")
+    assert edited.returncode == 2 and f"{kept / 'chunks.parquet'} was changed" in edited.stderr, edited.stderr
+    (kept / "chunks.parquet").write_bytes(original)
+    other_key = run_cli("campaign", str(spec), "--resume", str(folder), "--quiet", "--key", "sha256:" + "0" * 32)
+    assert other_key.returncode == 2 and "not by sha256:0000" in other_key.stderr, other_key.stderr
+    assert json.loads((folder / "campaign.json").read_text())["resumed_utc"] == []  # nothing ran
     resumed = run_cli("campaign", str(spec), "--resume", str(folder), "--quiet", timeout_s=300)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     record = json.loads((folder / "campaign.json").read_text())

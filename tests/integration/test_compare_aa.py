@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.simulator import cpu_hog
+from passport.audit import Trust, open_run
 from passport.judge import compare_runs
 from passport.model import parse_spec
 from passport.run import execute
@@ -35,7 +36,7 @@ def test_twenty_a_a_comparisons_find_nothing_in_at_least_nineteen(simulator: Sim
     pairs = list(itertools.combinations(runs, 2))[:20]
     called = []
     for a, b in pairs:
-        rows = compare_runs([a, b]).metrics[0]
+        rows = compare_runs([open_run(a, Trust()), open_run(b, Trust())]).metrics[0]
         assert any(m.p is not None for m in rows)  # statistics were tested, not all skipped
         called.append([f"{m.metric}.{m.stat}: {m.verdict}" for m in rows if m.verdict in CALLED])
     assert sum(not c for c in called) >= 19, called

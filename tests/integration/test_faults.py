@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
-from passport.audit import load_table
+from passport.audit import RunFiles
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, closed_port, only_run_dir, run_cli
 from tests.faults import fault
 
@@ -192,7 +192,7 @@ def test_killed_run_leaves_readable_parts(simulator: SimFactory, write_spec: Wri
     _, proc, run = _long_run(simulator, write_spec, tmp_path / "out")
     proc.kill()
     proc.communicate(timeout=10)
-    table = load_table(run, "requests")
+    table = RunFiles(run).table("requests")
     assert table is not None and table.num_rows > 0
     assert set(table.column("outcome").to_pylist()) == {"ok"}
 

@@ -2,24 +2,30 @@
 one, one made slower by the simulator's script, one whose canary regressed), and what it leaves:
 the gate's JUnit, the history and its change point, the plot in headless chromium, plain DuckDB
 agreeing with `passport history`, parallel adds; gates that must refuse; a campaign gated arm
-against arm."""
+against arm. And the door into a run folder (issue 41), tried as a hostile user would on these
+genuine signed runs: a raw file edited after the run with passport.json untouched, a canary hash
+changed, a file swapped for a link or a FIFO, keys from the environment, the ledger's atomicity
+and repair, an unsigned passport, a baseline of another load. (One file: the tutorial's
+simulators listen on fixed ports, and `--dist loadfile` keeps one file on one worker.)"""
 
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from tests.conftest import REPO, SimFactory, only_run_dir, run_cli
+from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
 from tests.faults import fault
 from tests.integration.test_campaign import SIM, _campaign
 from tests.integration.test_report_html import chromium
@@ -193,6 +199,8 @@ def test_a_baseline_of_another_workload_or_not_valid_is_refused(tutorial: dict[s
     assert "with this run's workload" in none.stderr
 
 
+@fault("`gate`, `show` or `compare` of a campaign with --key naming another key than its arms'",
+       "exit 2 naming the arm and both keys: each arm's run goes through the door")
 def test_an_unchanged_campaign_passes_and_a_slower_arm_fails_arm_by_arm(tmp_path: Path) -> None:
     def campaign(name: str, fast_ttft_ms: int) -> Path:
         folder = tmp_path / name
@@ -217,6 +225,12 @@ def test_an_unchanged_campaign_passes_and_a_slower_arm_fails_arm_by_arm(tmp_path
     assert failed.returncode == 1, failed.stdout + failed.stderr  # fast: 10 -> 30 ms
     assert re.search(r"^FAIL +ttft\.any\.p50 regression < 15% \[fast\]", failed.stdout, re.M)
     assert re.search(r"^PASS +ttft\.any\.p50 regression < 15% \[slow\]", failed.stdout, re.M)
+    other = "sha256:" + "0" * 32  # every arm's run goes through the door: the key applies to each
+    for command in (["gate", str(same), "--baseline", str(base), *require], ["show", str(same)],
+                    ["compare", str(same), "fast", "slow"]):
+        refused = run_cli(*command, "--key", other)
+        assert refused.returncode == 2 and "arm fast round 1" in refused.stderr and f"not by {other}" in \
+            refused.stderr, (command, refused.stderr)
     arm_run = next(base.rglob("passport.json")).parent
     mixed = run_cli("gate", str(slower), "--baseline", str(arm_run), *require)
     assert mixed.returncode == 2 and "a campaign is gated against a campaign" in mixed.stderr
@@ -290,3 +304,181 @@ def test_a_baseline_picked_with_a_key_is_signed_by_it(tutorial: dict[str, Any], 
     keyed = run_cli("gate", str(v2), *gate, "--key", trusted)
     picked = next(x for x in keyed.stdout.splitlines() if x.startswith("baseline: "))
     assert keyed.returncode == 0 and picked.startswith(f"baseline: {newest.name.rsplit('-', 1)[1]} "), keyed.stdout
+
+
+def _tutorial_run(tutorial: dict[str, Any], build: str, n: int = 0) -> Path:
+    return sorted(p for p in (tutorial["out"] / build).iterdir() if (p / "passport.json").is_file())[n]
+
+
+def _copy(run: Path, to: Path) -> Path:
+    shutil.copytree(run, to)
+    return to
+
+
+def _signer(run: Path) -> str:
+    return str(json.loads((run / "passport.json").read_text())["signature"]["fingerprint"])
+
+
+def _scale_ttft(run: Path, factor: float) -> None:
+    """requests.parquet alone edited: each first token `factor` times as far from its send."""
+    table = pq.read_table(run / "requests.parquet")
+    first = [None if f is None or s is None else s + int((f - s) * factor)
+             for s, f in zip(table.column("sent_ns").to_pylist(), table.column("first_token_ns").to_pylist())]
+    index = table.schema.get_field_index("first_token_ns")
+    pq.write_table(table.set_column(index, "first_token_ns", pa.array(first, pa.int64())), run / "requests.parquet")
+
+
+@fault("a signed run whose requests.parquet alone was edited (TTFT x0.67; passport.json, hash and signature "
+       "untouched)", "gate (with --key), compare, show --as, export and ledger add refuse it, exit 2 naming "
+       "requests.parquet: every command reads a raw file through the door, which hashes the bytes it parses")
+def test_a_raw_file_edited_after_sealing_is_refused_by_every_command_that_reads_it(
+        tutorial: dict[str, Any], tmp_path: Path) -> None:
+    base, slower = _tutorial_run(tutorial, "v1"), _tutorial_run(tutorial, "v3")
+    key = _signer(slower)
+    edited = _copy(slower, tmp_path / "edited")
+    _scale_ttft(edited, 0.67)
+    named = f"{edited / 'requests.parquet'} was changed after its passport was sealed"
+    for command in (["gate", str(edited), "--key", key, "--baseline", str(base), "--require",
+                     "ttft.any.p50 regression < 5%"],
+                    ["gate", str(edited), "--require", "ttft.any.p50 < 1s"],
+                    ["compare", str(base), str(edited)], ["show", str(edited), "--as", "vllm"],
+                    ["show", str(edited)], ["export", str(edited)]):
+        result = run_cli(*command)
+        assert result.returncode == 2 and named in result.stderr and result.stdout == "", (command, result.stderr)
+    added = run_cli("ledger", "add", "--ledger", str(tmp_path / "ledger"), str(edited))
+    assert added.returncode == 1 and "requests.parquet: sha256 differs" in added.stdout
+    # the untouched run gates as before: the door costs nothing to an honest folder
+    honest = run_cli("gate", str(slower), "--key", key, "--baseline", str(base), "--require",
+                     "ttft.any.p50 regression < 5%")
+    assert honest.returncode == 1 and "FAIL" in honest.stdout, honest.stdout + honest.stderr
+
+
+@fault("one edited case_sha256 in a signed run's canaries.parquet (to turn `canaries no_new_failures` from FAIL "
+       "to PASS)", "gate exit 2 naming canaries.parquet")
+def test_an_edited_canary_hash_cannot_turn_a_new_failure_into_a_pass(
+        tutorial: dict[str, Any], tmp_path: Path) -> None:
+    base, hold = _tutorial_run(tutorial, "v2"), _tutorial_run(tutorial, "v4")
+    condition = ["--require", "canaries no_new_failures", "--baseline", str(base)]
+    honest = run_cli("gate", str(hold), *condition)
+    assert honest.returncode == 1 and "capital" in honest.stdout, honest.stdout + honest.stderr
+    edited = _copy(hold, tmp_path / "hold")
+    table = pq.read_table(edited / "canaries.parquet")
+    hashes = [("0" * 64 if case == "capital" else h)
+              for case, h in zip(table.column("case_id").to_pylist(), table.column("case_sha256").to_pylist())]
+    index = table.schema.get_field_index("case_sha256")
+    forged_hashes = table.set_column(index, "case_sha256", pa.array(hashes, pa.string()))
+    pq.write_table(forged_hashes, edited / "canaries.parquet")
+    forged = run_cli("gate", str(edited), *condition)
+    assert forged.returncode == 2 and f"{edited / 'canaries.parquet'} was changed" in forged.stderr, forged.stderr
+
+
+@fault("a listed raw file replaced by a symbolic link to its own bytes, or by a FIFO",
+       "refused at once, exit 2 naming the file (a link may point anywhere; a FIFO is never opened to block)")
+def test_a_raw_file_swapped_for_a_link_or_a_fifo_is_refused_without_reading_it(
+        tutorial: dict[str, Any], tmp_path: Path) -> None:
+    run = _tutorial_run(tutorial, "v2")
+    linked = _copy(run, tmp_path / "linked")
+    (linked / "requests.parquet").unlink()
+    (linked / "requests.parquet").symlink_to(run / "requests.parquet")  # the very same bytes, elsewhere
+    result = run_cli("compare", str(run), str(linked))
+    assert result.returncode == 2 and "requests.parquet is a symbolic link" in result.stderr, result.stderr
+    piped = _copy(run, tmp_path / "piped")
+    (piped / "chunks.parquet").unlink()
+    os.mkfifo(piped / "chunks.parquet")
+    result = run_cli("show", str(piped), "--as", "vllm", timeout_s=60)
+    assert result.returncode == 2 and "chunks.parquet is not a regular file" in result.stderr, result.stderr
+
+
+@fault("PASSPORT_TRUSTED_KEYS set once in CI (or a --key) naming another key than the run's, or not a fingerprint",
+       "gate, compare, show, export and ledger add refuse the run (exit 2 naming both keys), or the setting")
+def test_keys_trusted_in_the_environment_apply_to_every_command(
+        tutorial: dict[str, Any], tmp_path: Path) -> None:
+    run = _tutorial_run(tutorial, "v2")
+    key, other = _signer(run), "sha256:" + "0" * 32
+    release = _tutorial_run(tutorial, "v1")
+    for command in (["gate", str(run), "--require", "verdict == VALID"], ["compare", str(run), str(release)],
+                    ["show", str(run)], ["export", str(run)]):
+        refused = run_cli(*command, env={"PASSPORT_TRUSTED_KEYS": other})
+        assert refused.returncode == 2 and f"signed by key {key}, not by {other}" in refused.stderr, refused.stderr
+        trusted = run_cli(*command, env={"PASSPORT_TRUSTED_KEYS": f"{other}, {key}"})
+        assert trusted.returncode == 0, (command, trusted.stderr)
+    added = run_cli("ledger", "add", "--ledger", str(tmp_path / "l"), str(run), env={"PASSPORT_TRUSTED_KEYS": other})
+    assert added.returncode == 1 and "refused" in added.stdout and f"not by {other}" in added.stdout
+    junk = run_cli("show", str(run), env={"PASSPORT_TRUSTED_KEYS": "trust-me"})
+    assert junk.returncode == 2 and "PASSPORT_TRUSTED_KEYS 'trust-me' is not a key fingerprint" in junk.stderr
+
+
+@fault("`ledger add` failing after it wrote a run's canary rows (a full disk, a kill), or a ledger whose canary "
+       "rows for a run are missing", "no run looks complete until its runs row, written last, is; adding it again "
+       "finishes it (`added`), or restores the missing canary rows (`repaired`)")
+def test_the_ledger_publishes_a_run_last_and_adding_it_again_repairs_it(
+        tutorial: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from passport.ledger import _ledger, query
+
+    hold = _tutorial_run(tutorial, "v4")
+    ledger = tmp_path / "ledger"
+    real = _ledger.write_rows
+
+    def full_disk(where: Path, table: str, *args: Any, **kwargs: Any) -> Any:
+        if table == "runs":
+            raise OSError(28, "No space left on device")
+        return real(where, table, *args, **kwargs)
+
+    monkeypatch.setattr(_ledger, "write_rows", full_disk)
+    with pytest.raises(OSError):
+        _ledger.add(ledger, hold)
+    monkeypatch.setattr(_ledger, "write_rows", real)
+    assert query(ledger, "SELECT count(*) FROM runs")[1] == [(0,)]  # nothing published
+    assert _ledger.add(ledger, hold).status == "added"
+    (canaries,) = (ledger / "canary_cases").rglob("*.parquet")
+    cases = query(ledger, "SELECT count(*) FROM canary_cases")[1][0][0]
+    assert cases == pq.read_metadata(hold / "canaries.parquet").num_rows > 0
+    assert _ledger.add(ledger, hold).status == "present"
+    canaries.unlink()  # a ledger an earlier passport left without them
+    repaired = _ledger.add(ledger, hold)
+    assert repaired.status == "repaired" and query(ledger, "SELECT count(*) FROM canary_cases")[1] == [(cases,)]
+
+
+@fault("an unsigned passport (schema 1.3 and earlier, or a signature removed and the schema lowered) given to "
+       "`ledger add`", "refused (exit 1) unless --allow-unsigned says it is an old one; verify says "
+       "'verified, UNSIGNED'")
+def test_the_ledger_takes_an_unsigned_passport_only_when_told(tmp_path: Path) -> None:
+    old = REPO / "tests/data/runs/base"  # schema 1.1, before passports were signed
+    verified = run_cli("verify", str(old))
+    assert verified.returncode == 0 and verified.stdout.startswith("verified, UNSIGNED")
+    refused = run_cli("ledger", "add", "--ledger", str(tmp_path / "l"), str(old))
+    assert refused.returncode == 1 and "it is unsigned (schema 1.1): pass --allow-unsigned" in refused.stdout
+    assert not (tmp_path / "l" / "runs").exists()
+    added = run_cli("ledger", "add", "--ledger", str(tmp_path / "l"), str(old), "--allow-unsigned")
+    assert added.returncode == 0 and added.stdout.startswith("added"), added.stdout + added.stderr
+
+
+@fault("a ledger whose newest run of the same workload and schedule ran another load (another concurrency)",
+       "`gate --baseline ledger:` passes it over for the newest run of the same load, and says none is when none "
+       "is (unless --allow load)")
+def test_a_ledger_baseline_is_a_run_of_the_same_load(tutorial: dict[str, Any], simulator: SimFactory,
+                                                     tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "20", "--itl-ms", "2")
+    spec = yaml.safe_load((REPO / "specs/ledger-tutorial/spec.yaml").read_text())
+    spec["endpoint"]["base_url"], spec["canaries"], spec["validity"] = url, "none", LENIENT_CLIENT
+    ledger = tmp_path / "ledger"
+    shutil.copytree(tutorial["ledger"], ledger)
+    other_load = {**spec, "load": {**spec["load"], "concurrency": int(spec["load"].get("concurrency", 1)) + 1}}
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other_load))
+    (tmp_path / "same.yaml").write_text(yaml.safe_dump(spec))
+    for name in ("other", "same"):  # the other load first: it is the newest run before the gated one
+        done = run_cli("run", str(tmp_path / f"{name}.yaml"), "--out", str(tmp_path / name), "--quiet",
+                       *(("--ledger", str(ledger)) if name == "other" else ()))
+        assert done.returncode == 0, done.stdout + done.stderr
+    other, gated = only_run_dir(tmp_path / "other"), only_run_dir(tmp_path / "same")
+    other_id = json.loads((other / "passport.json").read_text())["run_id"]
+    schedules = [json.loads((r / "passport.json").read_text())["protocol"]["schedule"] for r in (other, gated)]
+    # the same workload and request schedule: only the load (closed@5 against closed@4) tells them apart
+    assert schedules[0]["sha256"] == schedules[1]["sha256"] and schedules[0]["pattern"] != schedules[1]["pattern"]
+    gate = ["--baseline", f"ledger:{ledger}", "--require", "ttft.any.p95 regression < 50%"]
+    picked = run_cli("gate", str(gated), *gate)
+    line = next(x for x in picked.stdout.splitlines() if x.startswith("baseline: "))
+    assert other_id not in line and "/v3/" in line, line  # the newest run of the same load, not the newer one
+    asked = run_cli("gate", str(gated), *gate, "--allow", "load")
+    line = next(x for x in asked.stdout.splitlines() if x.startswith("baseline: "))
+    assert other_id in line, line

@@ -36,6 +36,17 @@ def test_there_is_a_pinned_run_for_every_schema_version_passport_reads() -> None
 def test_every_pinned_run_verifies(run: str) -> None:
     result = run_cli("verify", str(RUNS / run))
     assert result.returncode == 0 and result.stdout.startswith("verified"), result.stdout + result.stderr
+    signed = json.loads((RUNS / run / "passport.json").read_text()).get("signature") is not None
+    assert result.stdout.startswith("verified, UNSIGNED") != signed, result.stdout
+
+
+@pytest.mark.parametrize("command", [["compare", "runs/base", "runs/same"], ["show", "runs/base"],
+                                     ["export", "runs/base"], ["gate", "runs/base", "--require", "verdict == VALID"]])
+def test_an_unsigned_passport_is_acted_on_only_when_the_user_says_it_is_an_old_one(command: list[str]) -> None:
+    refused = run_cli(*command, cwd=DATA)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "it is unsigned (schema 1.1): pass --allow-unsigned" in refused.stderr and not refused.stdout
+    assert run_cli(*command, "--allow-unsigned", cwd=DATA).returncode == 0
 
 
 def _verdicts(stdout: str, other: str) -> dict[str, str]:
@@ -50,7 +61,7 @@ def _verdicts(stdout: str, other: str) -> dict[str, str]:
 
 
 def test_compare_says_what_the_simulators_script_implies() -> None:
-    result = run_cli("compare", "runs/base", "runs/same", "runs/slow", cwd=DATA)
+    result = run_cli("compare", "runs/base", "runs/same", "runs/slow", "--allow-unsigned", cwd=DATA)
     assert result.returncode == 0 and result.stdout.rstrip().endswith("Result: COMPARABLE"), result.stderr
     for other in ("same", "slow"):
         got = _verdicts(result.stdout, other)
@@ -63,7 +74,7 @@ def test_compare_says_what_the_simulators_script_implies() -> None:
 def test_gate_says_what_the_simulators_script_implies() -> None:
     conditions = EXPECTED["gate_slow"]
     args = [a for c in conditions for a in ("--require", c)]
-    result = run_cli("gate", "runs/slow", *args, cwd=DATA)
+    result = run_cli("gate", "runs/slow", *args, "--allow-unsigned", cwd=DATA)
     lines = result.stdout.splitlines()
     for line, (condition, verdict) in zip(lines, conditions.items()):
         assert line.startswith(f"{verdict}  {condition}"), line
@@ -85,7 +96,8 @@ def test_a_tampered_copy_of_a_pinned_run_is_caught(tmp_path: Path) -> None:
 
 
 def test_comparison_report_renders_with_side_by_side_cdfs(tmp_path: Path) -> None:
-    result = run_cli("compare", str(RUNS / "base"), str(RUNS / "slow"), "--report", str(tmp_path / "cmp"))
+    result = run_cli("compare", str(RUNS / "base"), str(RUNS / "slow"), "--report", str(tmp_path / "cmp"),
+                     "--allow-unsigned")
     assert result.returncode == 0 and f"report: {tmp_path / 'cmp' / 'report.html'}" in result.stdout
     page = tmp_path / "cmp" / "report.html"
     fields = browser_probe(page, tmp_path)

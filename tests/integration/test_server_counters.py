@@ -126,3 +126,24 @@ def test_no_counters_is_said_not_judged(simulator: SimFactory, write_spec: Write
     assert rule["status"] == "SKIP" and "no engine counters were read" in rule["message"]
     assert not set(pq.read_table(run / "telemetry.parquet").column("source").to_pylist()) & {"counters:before",
                                                                                            "counters:after"}
+
+
+@fault("an engine whose /metrics reports its counters as NaN or +Inf (legal Prometheus values)",
+       "the server_counters rule SKIPs saying so (VALID, exit 0), and the passport reads back: verify, gate and "
+       "ledger add take it")
+@pytest.mark.parametrize("value", ["NaN", "+Inf"])
+def test_counters_read_as_nan_or_infinity_are_said_and_the_passport_reads_back(
+        simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path, value: str) -> None:
+    url = simulator("--ttft-ms", "3", "--itl-ms", "1", "--counter-value", value)
+    spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 10}}))
+    done = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())  # strict JSON: no NaN slipped in
+    rule = _rule(passport)
+    assert rule["status"] == "SKIP" and "read as NaN or an infinity" in rule["message"], rule
+    assert passport["verdict"] == "VALID"
+    assert run_cli("verify", str(run)).returncode == 0
+    assert run_cli("gate", str(run), "--require", "verdict == VALID").returncode == 0
+    added = run_cli("ledger", "add", "--ledger", str(tmp_path / "ledger"), str(run))
+    assert added.returncode == 0 and added.stdout.startswith("added"), added.stdout + added.stderr

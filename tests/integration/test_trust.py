@@ -43,8 +43,10 @@ def _folder_hashes(run: Path) -> dict[str, str]:
 
 
 @fault("a hand-edited verdict or rule in passport.json, with its content hash recomputed, deleted, or its schema "
-       "version lowered to one without rule re-derivation", "verify exit 1 naming the field (the verdict is "
-       "re-derived for every schema version); gate, compare and show refuse the run (exit 2) before acting on it")
+       "version lowered to one without rule re-derivation or signatures", "verify exit 1 naming the field and the "
+       "downgrade (the verdict is re-derived for every schema version); gate, compare, show and export refuse the "
+       "run (exit 2) before acting on it: a broken signature, a downgrade, an unsigned passport without "
+       "--allow-unsigned, and with it a verdict the raw files do not give")
 def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
 ) -> None:
@@ -70,10 +72,10 @@ def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     assert result.returncode == 1 and "content_sha256" not in result.stdout
     assert "validity.rules[" in result.stdout and ".status: passport says 'PASS', raw logs give 'FAIL'" in result.stdout
     assert "- validity.verdict: passport says 'VALID'" in result.stdout
-    # and gate, compare and show re-derive the verdict before they act on it (gate passed this one)
-    refused = "verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'"
+    # and gate, compare and show refuse it before they act on it: the signature was of the old content
+    refused = "its signature is not a valid signature of its content hash"
     for command in (["gate", str(run), "--require", "verdict == VALID"], ["compare", str(run), str(run)],
-                    ["show", str(run)], ["show", str(run), "--as", "vllm"]):
+                    ["show", str(run)], ["show", str(run), "--as", "vllm"], ["export", str(run)]):
         result = run_cli(*command)
         assert result.returncode == 2 and refused in result.stderr and result.stdout == "", (command, result.stderr)
 
@@ -85,8 +87,24 @@ def test_a_flipped_verdict_is_caught_by_verify_and_refused_by_gate(
     result = run_cli("verify", str(run))
     assert result.returncode == 1 and "- verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'" \
         in result.stdout
+    assert "- passport.json: schema_version 1.2 is older than its own records: a signature" in result.stdout
     gate = run_cli("gate", str(run), "--require", "verdict == VALID")
-    assert gate.returncode == 2 and refused in gate.stderr
+    assert gate.returncode == 2 and "refused as a downgrade" in gate.stderr
+
+    def every_record_older(data: dict[str, Any]) -> None:  # as a 1.2 passport was: unsigned, rules and layout 1
+        data.pop("signature")
+        data["protocol"]["harness"]["libraries"] = {k: v for k, v in data["protocol"]["harness"]["libraries"].items()
+                                                    if not k.startswith("passport.")}
+        data["validity"]["rules"] = [r for r in data["validity"]["rules"]
+                                     if r["name"] not in ("server_counters", "model_listed")]
+
+    _edit(run, every_record_older, reseal=False)
+    gate = run_cli("gate", str(run), "--require", "verdict == VALID")
+    assert gate.returncode == 2 and "it is unsigned (schema 1.2): pass --allow-unsigned" in gate.stderr
+    # told it is an old one, the gate still re-derives the verdict from the raw files first
+    gate = run_cli("gate", str(run), "--require", "verdict == VALID", "--allow-unsigned")
+    assert gate.returncode == 2, gate.stdout
+    assert "verdict: passport says 'VALID', the raw logs and the rules give 'INVALID'" in gate.stderr
 
 
 def test_an_edited_report_or_identity_field_is_caught(

@@ -78,9 +78,9 @@ def test_commands_that_need_no_load_generator_do_not_load_it() -> None:
                           (["capacity", "--kv-pool-gib", "23.3", "--kv-kib-per-token", "64", "--context", "32768"],
                            set()),
                           (["workload", "--presets"], {"workloads", "pyarrow", "pydantic", "numpy"}),
-                          (["show", base], readers),
-                          (["gate", base, "--require", "verdict == VALID"], readers),
-                          (["compare", base, same], readers)):
+                          (["show", base, "--allow-unsigned"], readers),
+                          (["gate", base, "--require", "verdict == VALID", "--allow-unsigned"], readers),
+                          (["compare", base, same, "--allow-unsigned"], readers)):
         result = subprocess.run([sys.executable, "-X", "importtime", "-m", "passport.cli", *argv], cwd=REPO,
                                 capture_output=True, text=True)
         assert result.returncode == 0, result.stderr[-500:]

@@ -5,7 +5,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 
 from harness import TELEMETRY_SCHEMA, TableWriter, join_parts
-from passport.audit import load_table
+from passport.audit import RunFiles
 
 
 def _row(i: int) -> dict[str, object]:
@@ -17,7 +17,7 @@ def test_flushed_parts_are_readable_before_close_as_after_a_kill(tmp_path: Path)
     for i in range(25):
         writer.append_row(_row(i))
     writer.sync()  # what was flushed is on disk; no close(): as if the process had been killed
-    table = load_table(tmp_path, "telemetry")
+    table = RunFiles(tmp_path).table("telemetry")
     assert table is not None and table.column("t_ns").to_pylist() == list(range(25))
     assert not (tmp_path / "telemetry.parquet").exists()
     join_parts(tmp_path, "telemetry", TELEMETRY_SCHEMA)  # what `passport` does with them later

@@ -121,6 +121,7 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,
         counters_judged=rules_version >= 4,
         model_listing=model_listing(run.files) if rules_version >= 5 else None,
+        calibration_judged=rules_version >= 6,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts), run)

@@ -59,6 +59,7 @@ class RunFacts:
     # Rules version 5 on: (the model the run asked for, the ids the server's /v1/models listed, or
     # None when it gave no list) from probes.jsonl; None: not judged (an older run, or no probes).
     model_listing: tuple[str, list[str] | None] | None = None
+    calibration_judged: bool = False  # rules version 6 on: the stated calibration against the CPU measured
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -414,11 +415,39 @@ def _model_listed(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim:
                   "maps the name to under identity:", soft=True)]
 
 
+# The most CPU the client may measure against what its calibration predicts before the calibration
+# is called understated: twice the prediction, plus 5 points of a core for the sampling's noise
+# (honest runs measure below the prediction: it includes the pacing's reserve).
+CALIBRATION_SLACK = (2.0, 0.05)
+
+
+def _client_calibration(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
+                        lim: ValidityLimits) -> list[RuleFigures]:
+    """Rules version 6 on: the client's CPU share measured during the run against the share its
+    stated calibration predicts for this load. A calibration that understates the client's cost
+    (stale, from another machine, or an edited cache) overstates the headroom the passport states."""
+    headroom = (r.get("client") or {}).get("headroom")
+    if not f.calibration_judged or not headroom:
+        return []
+    measured, predicted = (r.get("client") or {}).get("cpu_share_mean"), headroom["predicted_cpu_share"]
+    if measured is None:
+        return [_note("client_calibration", "SKIP", "no CPU share of the client was sampled during the run")]
+    factor, points = CALIBRATION_SLACK
+    limit = factor * predicted + points
+    return [_rule("client_calibration", measured <= limit, round(float(measured), 4),
+                  f"<= {factor:g} x predicted + {points:g} = {limit:.3f}",
+                  f"the client used {measured:.3f} of a core; its calibration predicts {predicted:.3f} for this load"
+                  + ("" if measured <= limit else ": the calibration understates this client's cost here (stale, "
+                     f"from another machine, or edited), so the headroom it states (x{headroom['factor']:.2f}) is "
+                     "overstated"),
+                  "re-measure with `passport calibrate` (or delete the calibration cache) and run again", soft=True)]
+
+
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
 RULES: tuple[Rule, ...] = (_run_complete, _canaries, _model_listed, _completed_and_errors, _accounting,
-                           _server_counters, _client, _clock_offsets, _achieved_rate, _engine, _lengths, _answer_checks,
-                           _declarations)
+                           _server_counters, _client, _client_calibration, _clock_offsets, _achieved_rate, _engine,
+                           _lengths, _answer_checks, _declarations)
 
 
 def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunFacts,

@@ -25,9 +25,11 @@ SIGNED_SINCE = "1.4"
 # a few samples, and name the cause (this process or others on the machine): `_lag.py`. 4: the
 # server_counters rule holds the client's totals against the engine's own counters read around
 # the timed phase (`_counters.py`). 5: the model_listed rule warns when the model the run asked
-# for is not among the ids the server's /v1/models listed (`_probes.py`).
+# for is not among the ids the server's /v1/models listed (`_probes.py`). 6: the client_calibration
+# rule warns when the client's measured CPU share is well above what its stated calibration
+# predicts (the headroom it states is then overstated).
 RULES_KEY = "passport.rules"
-RULES_VERSION = 5
+RULES_VERSION = 6
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"
@@ -40,7 +42,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 # Rules first judged at a rules version: a passport whose validity lists one records that
 # version or a later one.
-_RULE_SINCE = {"server_counters": 4, "model_listed": 5}
+_RULE_SINCE = {"server_counters": 4, "model_listed": 5, "client_calibration": 6}
 
 
 def _claims(passport: Mapping[str, Any]) -> tuple[str, int, int]:
@@ -63,7 +65,7 @@ def downgrade_problem(passport: Mapping[str, Any]) -> str | None:
     look older is how a forger switches signing (or a rule) off. What each record implies is
     when the harness first wrote it: a signature or rules version 4 on, schema 1.4; rules version
     2 on, report layout 2 on or a content hash, schema 1.3; a rule first judged at rules version N
-    (server_counters 4, model_listed 5) in validity, rules version N. A forger who removes every
+    (server_counters 4, model_listed 5, client_calibration 6) in validity, rules version N. A forger who removes every
     such record as well makes a passport indistinguishable from an old one: it is then unsigned,
     which the door refuses unless told the run is an old one (--allow-unsigned)."""
     version, rules, layout = _claims(passport)

@@ -202,3 +202,33 @@ def test_a_killed_coordinator_leaves_shards_that_recover_merges(
     requests = pq.read_table(run / "requests.parquet").to_pandas()
     assert set(requests.worker) == {0, 1} and len(requests) > 10 and not (run / "workers").exists()
     assert run_cli("verify", str(run)).returncode == 0
+
+
+@fault("a calibration cache ten times cheaper than this client really is (within every physical bound)",
+       "the client_calibration rule WARNs: the CPU the run measured is far above what the stated calibration "
+       "predicts, so the headroom it states is overstated; the same load with an honest calibration PASSes")
+def test_a_calibration_that_understates_the_clients_cost_is_caught_by_the_cpu_the_run_measured(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    from passport.run._calibration import ClientCalibration, _key
+    from passport.run._plan import utc_now
+
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    load = {"pattern": "poisson", "rate_per_s": 200, "measure": {"requests": 800}}
+    rules = {}
+    for name in ("honest", "cheap"):
+        cache = tmp_path / name / "cache"
+        if name == "cheap":  # 30 µs a request, 0.6 µs a chunk: a tenth of what this client measures
+            (cache / "calibration").mkdir(parents=True)
+            key = _key()
+            cheap = ClientCalibration(30.0, 0.6, 0.35, utc_now(), key, "measured", [], 0.02)
+            (cache / "calibration" / f"client-{key}.json").write_text(json.dumps(cheap.to_json()))
+        spec = write_spec(_spec(url, load), name=f"{name}.yaml")
+        result = run_cli("run", str(spec), "--out", str(tmp_path / name / "out"), "--quiet",
+                         env={"PASSPORT_CACHE": str(cache)})
+        assert result.returncode == 0, result.stdout + result.stderr  # a WARN: still VALID
+        passport = json.loads((only_run_dir(tmp_path / name / "out") / "passport.json").read_text())
+        rules[name] = next(r for r in passport["validity"]["rules"] if r["name"] == "client_calibration")
+    assert rules["honest"]["status"] == "PASS", rules["honest"]
+    assert rules["cheap"]["status"] == "WARN" and "the calibration understates this client's cost" in \
+        rules["cheap"]["message"], rules["cheap"]

@@ -12,7 +12,7 @@ or every shortest timeout, whichever is less, to see new ones: the per-chunk cos
 attribute store rather than a timer re-arm, and a deadline of any size is honoured to within the
 event loop's own lag (a 50 ms total limit cuts a 100 ms stream at about 50 ms).
 
-Measured on this project's 2-core machines (docs/design.md, Transport): a bare Protocol with uvloop
+Measured on this project's 2-core machines (docs/concepts/design.md, Transport): a bare Protocol with uvloop
 adds ~0.4 ms p99 at 25.6k chunks/s where aiohttp adds 4-7 ms; that is why this exists.
 It is not a general HTTP client: one request at a time per connection, no redirects, no
 compression, no proxies, no HTTP/2.

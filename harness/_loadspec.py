@@ -88,7 +88,11 @@ class RejectPolicy(_Strict):
     where it asked for none, never more than `max_wait_s`; at most `max_retries` times. Every
     attempt is its own row of requests.parquet (`attempt`, `retry_of`: the first attempt's id)."""
 
-    retry: Literal["none", "honour_retry_after"] = "none"
+    retry: Literal["none", "honour_retry_after"] = Field(
+        "none",
+        description="none: a rejected request is counted as rejected; honour_retry_after: sent again after the "
+                    "server's Retry-After.",
+    )
     max_retries: int = Field(3, ge=1, le=100, description="Attempts after the first, at most.")
     max_wait_s: float = Field(60.0, gt=0, le=3600, description="The longest wait before a retry.")
 
@@ -124,8 +128,15 @@ class LoadSpec(_Strict):
     )
     burstiness: float = Field(1.0, gt=0, description="gamma: shape of the gaps (CV = 1/sqrt).")
     time_scale: float = Field(1.0, gt=0, description="trace: replay speed (2 = the log's gaps halved).")
-    warmup: WarmupSpec = Field(default_factory=WarmupSpec)
-    measure: MeasureSpec = Field(default_factory=lambda: MeasureSpec(duration_s=60.0))
+    warmup: WarmupSpec = Field(
+        default_factory=WarmupSpec,
+        description="Requests sent before the measured window, never counted (with barrier: all answered before "
+                    "it opens).",
+    )
+    measure: MeasureSpec = Field(
+        default_factory=lambda: MeasureSpec(duration_s=60.0),
+        description="The measured window: a request count or a duration in seconds.",
+    )
     repetitions: int = Field(1, ge=1, le=1000, description="Times the schedule is replayed.")
     seed: int = Field(0, description="Seed of the arrival process (and default workload seed).")
     on_reject: RejectPolicy = Field(default_factory=RejectPolicy, description="Whether a 429/503 is sent again.")
@@ -204,10 +215,22 @@ class LoadSpec(_Strict):
 class TimeoutSpec(_Strict):
     """Per-request limits in seconds (null: none)."""
 
-    connect_s: float | None = Field(Timeouts.connect_s, gt=0, le=86400)
-    first_byte_s: float | None = Field(Timeouts.first_byte_s, gt=0, le=86400)
-    stall_s: float | None = Field(Timeouts.stall_s, gt=0, le=86400)
-    total_s: float | None = Field(Timeouts.total_s, gt=0, le=86400)
+    connect_s: float | None = Field(
+        Timeouts.connect_s, gt=0, le=86400,
+        description="Seconds to open a connection (TCP and TLS); none: no bound.",
+    )
+    first_byte_s: float | None = Field(
+        Timeouts.first_byte_s, gt=0, le=86400,
+        description="Seconds from the send to the response's first byte; none: no bound.",
+    )
+    stall_s: float | None = Field(
+        Timeouts.stall_s, gt=0, le=86400,
+        description="Seconds of silence allowed between two events of a stream; none: no bound.",
+    )
+    total_s: float | None = Field(
+        Timeouts.total_s, gt=0, le=86400,
+        description="Seconds a request may take in all; none: no bound.",
+    )
     control_s: float = Field(10.0, gt=0, le=600, description="Whole-answer limit of each control-plane call "
                                                              "(probes, /metrics, /tokenize, cache resets).")
 
@@ -222,10 +245,22 @@ class LimitsSpec(_Strict):
     are harness.Limits', far above what an engine sends (a 100,000-token answer is 25-60 MB of
     events, by engine)."""
 
-    bytes_per_response: int = Field(Limits.bytes_per_response, ge=1 << 10, le=1 << 34)
-    bytes_per_event: int = Field(Limits.bytes_per_event, ge=1 << 10, le=1 << 32)
-    events_per_response: int = Field(Limits.events_per_response, ge=10, le=1 << 32)
-    header_bytes: int = Field(Limits.header_bytes, ge=1 << 10, le=1 << 26)
+    bytes_per_response: int = Field(
+        Limits.bytes_per_response, ge=1 << 10, le=1 << 34,
+        description="The most bytes one response may send (a larger one is cut and failed).",
+    )
+    bytes_per_event: int = Field(
+        Limits.bytes_per_event, ge=1 << 10, le=1 << 32,
+        description="The most bytes one streamed event may have.",
+    )
+    events_per_response: int = Field(
+        Limits.events_per_response, ge=10, le=1 << 32,
+        description="The most events one streamed response may send.",
+    )
+    header_bytes: int = Field(
+        Limits.header_bytes, ge=1 << 10, le=1 << 26,
+        description="The most bytes a response's headers may have.",
+    )
     control_bytes: int = Field(CONTROL_BYTES, ge=1 << 10, le=1 << 32, description="Per control-plane answer.")
 
     def limits(self) -> Limits:

@@ -8,7 +8,7 @@ SGLang, TGI and llama.cpp; in the finish chunk on `/completions` and on HF-serve
 kept: it decodes them all with one msgspec call (a JSON array of the payloads, into structs that
 hold only the fields we read), classifies each, and derives first-token times, the
 finish reason, usage, the text, and the outcome class. Parsing here rather than per read keeps
-the receive path bare. Engine variations handled (docs/engines.md §5): the reasoning field as
+the receive path bare. Engine variations handled (docs/engines/research.md §5): the reasoning field as
 `reasoning` or `reasoning_content`; streamed or whole-call `tool_calls`; `{"error": ...}` data
 events (object or string) as failures; a missing `[DONE]` (HF-serve) is fine once a finish
 reason was seen.

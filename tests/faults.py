@@ -1,9 +1,9 @@
-"""The README's fault matrix, declared where it is proven.
+"""The fault matrix, declared where it is proven.
 
 `@fault(case, behaviour)` on a test names a fault a user can meet and what passport does about
-it; `scripts/fault_matrix.py` reads these decorators (without importing the tests) and writes the
-table in README "Faults and hostile input", and `tests/unit/test_fault_matrix.py` fails when the
-README's table is not the one the tests declare. A test may carry several.
+it; `scripts/docs_reference.py` reads these decorators (without importing the tests) and writes
+the documentation's page "Faults and hostile input" (docs/concepts/faults.md) at every build, so
+the table is always the one the tests declare. A test may carry several.
 """
 
 from __future__ import annotations

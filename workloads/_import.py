@@ -41,7 +41,10 @@ class ImportSpec(BaseModel):
 
     path: str = Field(description="The file (JSONL for openai; JSON or JSONL for sharegpt); "
                                   "`bundled:NAME` is a file shipped in workloads/data/.")
-    format: Literal["openai", "sharegpt"] = "openai"
+    format: Literal["openai", "sharegpt"] = Field(
+        "openai",
+        description="The file's layout: openai (a messages list per line) or sharegpt (conversations).",
+    )
     limit: int | None = Field(None, ge=1, description="Use at most this many records (from the start).")
 
 

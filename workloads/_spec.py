@@ -79,7 +79,10 @@ class DurationDist(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
-    dist: Literal["fixed", "uniform", "exponential"] = "fixed"
+    dist: Literal["fixed", "uniform", "exponential"] = Field(
+        "fixed",
+        description="The distribution: fixed (value), uniform (low..high) or exponential (mean).",
+    )
     value: float | None = Field(None, ge=0, description="fixed: the duration in s.")
     low: float | None = Field(None, ge=0, description="uniform: shortest, in s.")
     high: float | None = Field(None, ge=0, description="uniform: longest, in s.")
@@ -205,8 +208,14 @@ class WorkloadSpec(BaseModel):
         None, description="Your own traffic: a request log (openai JSONL or sharegpt) instead of synthetic prompts; "
                           "output_tokens then only fills budgets the log lacks.")
     sessions: SessionSpec | None = Field(None, description="Multi-turn sessions (chat API).")
-    structured_output: StructuredOutputSpec | None = None
-    tools: ToolsSpec | None = None
+    structured_output: StructuredOutputSpec | None = Field(
+        None,
+        description="Requests that ask for JSON under a schema; each answer is checked against it.",
+    )
+    tools: ToolsSpec | None = Field(
+        None,
+        description="Requests that offer tools; each tool call is checked against its schema.",
+    )
     images: ImagesSpec | None = Field(None, description="Images in the user message (chat API).")
     mix: list[MixComponent] | None = Field(
         None, description="A weighted mix of workloads; the other shape fields then stay unset.")
@@ -262,7 +271,7 @@ class MixComponent(BaseModel):
 
     name: str = Field(min_length=1, description="Recorded in the `shape` column of its requests.")
     weight: float = Field(gt=0, description="Relative share of arrivals.")
-    workload: WorkloadSpec
+    workload: WorkloadSpec = Field(description="This component's workload.")
 
     @model_validator(mode="after")
     def _flat(self) -> Self:

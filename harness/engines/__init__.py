@@ -1,4 +1,4 @@
-"""Everything engine-specific, one profile per engine family (docs/engines.md).
+"""Everything engine-specific, one profile per engine family (docs/engines/research.md).
 
 Detection (owned_by, managed hosts, control-plane checks, system_fingerprint), identity probes,
 whether `ignore_eos` is honoured, the structured-output field, the prefix-cache reset, metrics

@@ -12,7 +12,7 @@ __all__ = ["structured_fields"]
 
 def structured_fields(schema: dict[str, Any], engine: str | None, api: Api) -> StructuredForm:
     """(body fields asking for JSON under `schema`, a name of the form used): the engine's own
-    field where its profile has one (docs/engines.md section 5), else OpenAI's `response_format`
+    field where its profile has one (docs/engines/research.md section 5), else OpenAI's `response_format`
     json_schema, which every engine we know takes on chat."""
     found = profile(engine)
     own = found.structured_output(schema, api) if found is not None and found.structured_output else None

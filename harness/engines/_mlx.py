@@ -1,7 +1,7 @@
 """MLX (`mlx_lm.server`): known by its fingerprint `{mlx_lm}-{mlx}-{platform}-{device}`, which
 carries both versions and the device's architecture; a model served from a local folder is listed
 under its resolved path, which is the model's root. No /version, /metrics, /tokenize or reset
-over HTTP (docs/engines.md has its other quirks: keep-alive comments before the first token,
+over HTTP (docs/engines/research.md has its other quirks: keep-alive comments before the first token,
 HTTP/1.0, a /v1/models that answers 200 with an empty body when no Hugging Face cache folder
 exists)."""
 

@@ -3,7 +3,7 @@
 Adding an engine means writing one `EngineProfile` (a module beside the others, registered in
 `harness.engines`) and its response fixtures; nothing else in the code base names an engine.
 Each field is optional: a profile that leaves one out gets the engine-neutral behaviour, which
-is what an unknown OpenAI-compatible server gets too (docs/engines.md is the reference).
+is what an unknown OpenAI-compatible server gets too (docs/engines/research.md is the reference).
 """
 
 from __future__ import annotations

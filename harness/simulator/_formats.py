@@ -4,7 +4,7 @@ When a request carries a JSON Schema (`response_format` json_schema / json, or l
 `json_schema` field) the simulator answers with the smallest JSON the schema accepts; when it
 carries `tools` (and tool_choice is not `none`) it calls the named tool, or the first, with the
 smallest valid arguments. `ignore_formats` turns this off, as an engine that silently drops the
-fields would (vLLM's removed `guided_json`, docs/engines.md section 5), so checks can be tested failing.
+fields would (vLLM's removed `guided_json`, docs/engines/research.md section 5), so checks can be tested failing.
 """
 
 from __future__ import annotations

@@ -443,6 +443,66 @@ def _client_calibration(r: ResultsFigures, c: dict[str, int | None], f: RunFacts
                   "re-measure with `passport calibrate` (or delete the calibration cache) and run again", soft=True)]
 
 
+@dataclass(frozen=True)
+class RuleDoc:
+    """One validity rule as the documentation states it: since which rules version it is judged,
+    what it checks, its threshold (a `validity.*` spec field, or a fixed bound), and whether
+    failing it makes the run INVALID (FAIL) or only warns (WARN)."""
+
+    since: int
+    checks: str
+    threshold: str
+    fails: str
+
+
+# Every rule a passport can list, by id (tests/unit/test_docs.py holds this table against every
+# id the rule functions emit; docs/reference/rules.md is generated from it).
+RULE_DOCS: dict[str, RuleDoc] = {
+    "run_complete": RuleDoc(1, "the run finished its timed phase (not stopped, killed or cut short)", "complete",
+                            "FAIL: INCOMPLETE"),
+    "canaries": RuleDoc(1, "every canary case passed before timing (or --force timed past failures)",
+                        "all cases pass", "FAIL: HOLD"),
+    "canaries_under_load": RuleDoc(1, "the canary cases sampled inside the timed phase passed", "0 failed",
+                                   "FAIL"),
+    "model_listed": RuleDoc(5, "the server's /v1/models lists the model the run asked for", "listed", "WARN"),
+    "min_completed_requests": RuleDoc(1, "enough measured requests succeeded", "validity.min_completed_requests",
+                                      "FAIL"),
+    "error_rate": RuleDoc(1, "the share of measured requests that failed", "validity.max_error_rate", "FAIL"),
+    "server_accounting": RuleDoc(3, "every usage count the server sent is one it can mean (not negative, not above "
+                                    "max_tokens or what the stream carried)", "no impossible count", "FAIL"),
+    "server_counters": RuleDoc(4, "the engine's own requests-finished and tokens-generated counters, read around "
+                                  "the timed phase, against the client's totals", "client <= engine <= client + "
+                                  "failed + canaries", "FAIL when the client claims more (WARN when the engine did "
+                                  "more: another client)"),
+    "dispatch_lag": RuleDoc(1, "how late sends left against their schedule, judged against the latency they "
+                               "distort from rules version 3 on (validity.max_dispatch_lag_p99_ms before)",
+                               "validity.max_lag_share of E2E p50, between validity.lag_floor_ms and "
+                               "validity.lag_ceiling_ms", "FAIL (WARN above a fifth of the share)"),
+    "client_not_bound": RuleDoc(1, "the client (event loop lag, CPU share) did not bound the measurement",
+                                "validity.max_loop_lag_p99_ms, validity.max_client_cpu_share",
+                                "FAIL (WARN above a fifth of the lag share)"),
+    "client_calibration": RuleDoc(6, "the client's measured CPU share against what its stated calibration "
+                                     "predicts for the load", "<= 2 x predicted + 0.05", "WARN"),
+    "clock_offsets": RuleDoc(1, "each worker's clock offset from the coordinator's was bounded before and after "
+                                "the run (workers on other hosts)", "within 1 ms", "WARN"),
+    "achieved_rate": RuleDoc(1, "an open loop sent at the rate it declared", "validity.min_achieved_rate_fraction",
+                             "FAIL"),
+    "engine_alive": RuleDoc(1, "a launched engine stayed up through the timed phase", "0 exits", "FAIL"),
+    "context_capacity": RuleDoc(1, "the workload's longest request fits the context the engine realized",
+                                "needed <= realized context", "FAIL"),
+    "output_budget": RuleDoc(1, "successful answers reached their declared output length", "0 short", "WARN"),
+    "exact_input_lengths": RuleDoc(1, "prompts are as long as declared in the server's own token count",
+                                   "server count = declared", "WARN without a tokenizer; FAIL when the counts "
+                                   "differ"),
+    "server_tokenizer": RuleDoc(3, "the server counts prompts as the client's tokenizer does", "0 tokens apart",
+                                "WARN"),
+    "discard_rules": RuleDoc(1, "no repetition was discarded by the pre-registered discard rules",
+                             "0 discarded", "WARN"),
+    "harness_clean": RuleDoc(1, "the harness ran from a clean checkout (its revision says what ran)",
+                             "clean", "WARN"),
+}
+
+
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
 RULES: tuple[Rule, ...] = (_run_complete, _canaries, _model_listed, _completed_and_errors, _accounting,

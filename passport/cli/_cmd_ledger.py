@@ -66,10 +66,15 @@ def add(sub: Any, epilog: str) -> None:
                                             "it verifies and is signed (by a key given with --key, when given); a "
                                             "passport already in the ledger is left as it is, and one whose canary "
                                             "rows are missing has them added. Exit 1 when any folder was refused.")
-    adding.add_argument("folders", type=Path, nargs="+", metavar="RUN_OR_CAMPAIGN")
+    adding.add_argument("folders", type=Path, nargs="+", metavar="RUN_OR_CAMPAIGN",
+                        help="run folders (results/<run>/) or campaign folders, one or more")
     add_ledger_option(adding)
     add_trust_options(adding)
-    querying = actions.add_parser("query", help="run SQL over the ledger (DuckDB; tables runs, canary_cases, arms)")
+    querying = actions.add_parser(
+        "query", help="run SQL over the ledger (DuckDB; tables runs, canary_cases, arms)",
+        description="Run one SQL statement through DuckDB over views of the ledger's tables (runs, canary_cases, "
+                    "arms), unified by column name across files, with the Hive partition `date`. The SQL reads "
+                    "only the ledger: no other file can be read or written, and at most --limit rows are printed.")
     querying.add_argument("sql", help="the query, e.g. \"SELECT run_id, verdict FROM runs\"")
     querying.add_argument("--json", action="store_true", help="print the rows as JSON")
     querying.add_argument("--limit", type=int, default=1000, metavar="N",

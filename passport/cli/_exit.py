@@ -1,4 +1,4 @@
-"""The exit codes of every command, in one place (docs/design.md "The command line")."""
+"""The exit codes of every command, in one place (docs/concepts/design.md "The command line")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`passport compare A B [C ...]`: are runs comparable, and which differences are real?
 
-First the invariants of docs/design.md ("Comparability"), each compared against the first run: model
+First the invariants of docs/concepts/design.md ("Comparability"), each compared against the first run: model
 (artifact hash when both runs have one, else model id), weight and KV precision, decoding
 parameters, workload (its hash: same lengths and prompts), load (schedule hash and pattern),
 window (warm-up, measurement, repetitions), cache (the declared prefix-cache policy, and the

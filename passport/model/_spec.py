@@ -98,11 +98,24 @@ class DecodingSpec(_Strict):
     0.7, top_p 0.8, top_k 20; thinking: 1.0, 0.95, 20, presence_penalty 1.5; explicit: nothing)
     with the fields declared here replacing its own."""
 
-    preset: Literal["instruct", "thinking", "explicit"] = "instruct"
-    temperature: float | None = Field(None, ge=0)
-    top_p: float | None = Field(None, gt=0, le=1)
-    top_k: int | None = Field(None, ge=1)
-    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    preset: Literal["instruct", "thinking", "explicit"] = Field(
+        "instruct",
+        description="instruct: the model's chat defaults; thinking: reasoning on, sampled as its card says; "
+                    "explicit: only the fields given here.",
+    )
+    temperature: float | None = Field(
+        None, ge=0,
+        description="Sampling temperature (0: greedy); none: the preset's or the server's.",
+    )
+    top_p: float | None = Field(
+        None, gt=0, le=1,
+        description="Nucleus sampling: the smallest set of tokens whose probabilities add up to this.",
+    )
+    top_k: int | None = Field(
+        None, ge=1,
+        description="Sample among the k most likely tokens (open engines; managed APIs reject it).",
+    )
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI's presence penalty, -2 to 2.")
     seed: int | None = Field(None, description="Sampling seed sent as `seed`.")
     ignore_eos: Literal["auto", True, False] = Field(
         "auto", description="auto: send ignore_eos where the engine honours it, making max_tokens the target."
@@ -113,15 +126,24 @@ class DecodingSpec(_Strict):
 class ValiditySpec(_Strict):
     """Thresholds of the validity rules (declared before the run)."""
 
-    max_error_rate: float = Field(0.01, ge=0, le=1)
-    min_completed_requests: int = Field(1, ge=0)
+    max_error_rate: float = Field(
+        0.01, ge=0, le=1,
+        description="The largest share of measured requests that may fail (rule error_rate).",
+    )
+    min_completed_requests: int = Field(
+        1, ge=0,
+        description="The fewest measured requests that must succeed (rule min_completed_requests).",
+    )
     max_dispatch_lag_p99_ms: float = Field(
         10.0, gt=0, description="A send lag above this warns, however small beside the latencies (it fails above "
                                 "max_lag_share of the latency it distorts).")
     max_client_cpu_share: float = Field(0.9, gt=0, description="This process's CPU share of one core (all threads).")
     max_loop_lag_p99_ms: float = Field(
         20.0, gt=0, description="An event-loop lag above this warns (it fails above max_lag_share of TTFT p50).")
-    min_achieved_rate_fraction: float = Field(0.9, gt=0, le=1)
+    min_achieved_rate_fraction: float = Field(
+        0.9, gt=0, le=1,
+        description="An open loop must send at least this share of its declared rate (rule achieved_rate).",
+    )
     max_lag_share: float = Field(
         0.1, gt=0, description="Dispatch and loop lag fail above this share of the latency they distort: E2E p50 "
                                "(closed loop), the schedule's mean gap or TTFT p50 (open loop), TTFT p50 (loop lag).")
@@ -143,7 +165,7 @@ class SweepAutoSpec(_Strict):
 
     start: float = Field(1.0, gt=0, description="concurrency: the first level; doubled (x factor) per level.")
     factor: float = Field(2.0, gt=1, description="concurrency: each level is the previous times this.")
-    max_levels: int = Field(8, ge=2, le=32)
+    max_levels: int = Field(8, ge=2, le=32, description="The most load levels an automatic sweep runs.")
     probe_concurrency: int = Field(
         32, ge=1, description="rate: the closed-loop concurrency of the probe that measures the saturation rate.")
     fractions: list[float] = Field(
@@ -173,12 +195,15 @@ class SweepSpec(_Strict):
     vary: Literal["rate", "concurrency"] = Field(
         "concurrency", description="rate: open loop at load.pattern; concurrency: closed loop.")
     levels: list[float] | Literal["auto"] = Field("auto", description="Explicit levels, ascending, or auto.")
-    auto: SweepAutoSpec = Field(default_factory=SweepAutoSpec)
+    auto: SweepAutoSpec = Field(default_factory=SweepAutoSpec, description="How `levels: auto` picks the load levels.")
     saturation_fraction: float = Field(
         0.9, gt=0, le=1, description="rate: saturated once completions/s fall below this fraction of offered.")
     saturation_gain: float = Field(
         0.1, gt=0, description="concurrency: saturated once the next level adds less than this share of throughput.")
-    stop_when: SweepStopSpec = Field(default_factory=SweepStopSpec)
+    stop_when: SweepStopSpec = Field(
+        default_factory=SweepStopSpec,
+        description="When a sweep stops climbing (saturation, errors, achieved rate).",
+    )
     fresh_prompts: bool = Field(
         True, description="Each level draws its own prompts (workload seed + level number), so an engine's "
                           "prompt cache carries nothing from one level to the next; false: every level sends "
@@ -224,15 +249,41 @@ class CostSpec(_Strict):
 
 
 class RunSpec(_Strict):
-    """A whole run, as declared. See docs/design.md "The spec" for the canonical example."""
+    """A whole run, as declared. See docs/concepts/design.md "The spec" for the canonical example."""
 
-    name: str = Field("run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    endpoint: EndpointSpec = Field(default_factory=EndpointSpec)
-    engine: EngineSpec | None = None
-    identity: dict[str, str | int | float | bool | None] = Field(default_factory=dict)
-    workload: WorkloadSpec = Field(default_factory=WorkloadSpec)
-    decoding: DecodingSpec = Field(default_factory=DecodingSpec)
-    load: LoadSpec
+    name: str = Field(
+        "run", pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+        description="The run's name: the first part of its folder's name and of its run id.",
+    )
+    endpoint: EndpointSpec = Field(
+        default_factory=EndpointSpec,
+        description="Where the requests go: the OpenAI-compatible base URL, the API and the key's environment "
+                    "variable.",
+    )
+    engine: EngineSpec | None = Field(
+        None,
+        description="An engine to launch before the run (its command line, readiness, log); none: attach to the "
+                    "endpoint.",
+    )
+    identity: dict[str, str | int | float | bool | None] = Field(
+        default_factory=dict,
+        description="Identity fields you declare (e.g. engine.build, model.quantization); probed fields the "
+                    "server reports win, and each says its source.",
+    )
+    workload: WorkloadSpec = Field(
+        default_factory=WorkloadSpec,
+        description="What is sent: input and output length distributions, the tokenizer, presets, mixes, "
+                    "sessions, imports.",
+    )
+    decoding: DecodingSpec = Field(
+        default_factory=DecodingSpec,
+        description="How answers are sampled: a preset (instruct, thinking, explicit) and explicit sampling "
+                    "fields.",
+    )
+    load: LoadSpec = Field(
+        description="How requests are offered: the arrival pattern, rate or concurrency, warm-up, the measured "
+                    "window, repetitions, workers.",
+    )
     prefix_cache: Literal["auto", "cold", "salted", "warm"] = Field(
         "auto", description="cold: empty the engine's prefix cache before timing (or a per-run salt, or no reuse, as "
                             "the engine allows; the protocol says which); salted: cold without emptying a cache "
@@ -246,11 +297,27 @@ class RunSpec(_Strict):
         default_factory=dict, description="<metric id>.<stat>: bound, e.g. ttft.any.p99: 2s (see passport.audit).")
     discard: list[str] = Field(
         default_factory=list, description="Pre-registered discard rules per repetition (see passport.audit).")
-    validity: ValiditySpec = Field(default_factory=ValiditySpec)
-    timeouts: TimeoutSpec = Field(default_factory=TimeoutSpec)
-    limits: LimitsSpec = Field(default_factory=LimitsSpec)
-    record_text: Literal["full", "hashes"] = "full"
-    telemetry: TelemetrySpec = Field(default_factory=TelemetrySpec)
+    validity: ValiditySpec = Field(
+        default_factory=ValiditySpec,
+        description="The thresholds of the validity rules (docs: reference/rules).",
+    )
+    timeouts: TimeoutSpec = Field(
+        default_factory=TimeoutSpec,
+        description="Per-request time bounds: connect, first byte, stall between events, total.",
+    )
+    limits: LimitsSpec = Field(
+        default_factory=LimitsSpec,
+        description="Per-response size bounds: bytes, bytes per event, events, header bytes.",
+    )
+    record_text: Literal["full", "hashes"] = Field(
+        "full",
+        description="full: prompts and answers kept in requests.parquet; hashes: only their sha256 (for sensitive"
+                    " traffic).",
+    )
+    telemetry: TelemetrySpec = Field(
+        default_factory=TelemetrySpec,
+        description="What is sampled during the run: the engine's /metrics, DCGM, NVML, and how often.",
+    )
     sweep: SweepSpec | None = Field(None, description="Load levels for `passport sweep`; `passport run` ignores it.")
     cost: CostSpec | None = Field(None, description="Prices for results.cost (USD per million tokens).")
 

@@ -1,4 +1,4 @@
-"""`passport run`: the data flow of docs/design.md, from a validated spec to a written passport.
+"""`passport run`: the data flow of docs/concepts/design.md, from a validated spec to a written passport.
 
 Stages, each a function with typed inputs and outputs (`_stages.py`):
 open the run folder -> launch the engine (optional) -> identify (probe, identity, tokenizer) ->

@@ -5,7 +5,7 @@ same cache state (a repeated run otherwise finds its own prompts cached by the f
 faster), and `warm` for a replayed request log or trace, whose prefixes are its own traffic.
 
 `cold` empties the engine's prefix cache right before the timed phase (after the canaries), by
-the best means the engine's profile offers (`harness.engines`; docs/engines.md section 4):
+the best means the engine's profile offers (`harness.engines`; docs/engines/research.md section 4):
 a reset endpoint, else a per-run salt or no prompt reuse at all, and the protocol says which.
 An engine with no reset over HTTP is recorded as not enforced, with the reason (restart the
 server for a cold start). `salted` is cold for this run without emptying a cache other clients

@@ -1,4 +1,4 @@
-"""What each stage of a run hands the next (docs/design.md, data flow): plain frozen records, so a
+"""What each stage of a run hands the next (docs/concepts/design.md, data flow): plain frozen records, so a
 stage's inputs and outputs are explicit and none steers another by exception.
 
     open_run -> Opened -> identify -> Identified -> plan -> Planned -> gate_on_canaries -> Gate

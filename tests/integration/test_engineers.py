@@ -48,8 +48,8 @@ def test_integer_histograms_label_whole_values_and_the_mix_says_declared_or_draw
 
 
 def _readme_recipes() -> tuple[str, str]:
-    """The README's pandas block and DuckDB query under "Recompute a figure by hand"."""
-    text = (REPO / "README.md").read_text().split("### Recompute a figure by hand", 1)[1]
+    """The pandas block and DuckDB query of docs/audit/recompute.md ("Recompute a figure by hand")."""
+    text = (REPO / "docs" / "audit" / "recompute.md").read_text()
     python = text.split("```python\n", 1)[1].split("```", 1)[0]
     sql = " ".join(text.split("The same in DuckDB: `", 1)[1].split("`.", 1)[0].split())
     return python, sql

@@ -1,12 +1,12 @@
-"""The README's ledger tutorial run as written (four simulated builds: the release, an unchanged
-one, one made slower by the simulator's script, one whose canary regressed), and what it leaves:
-the gate's JUnit, the history and its change point, the plot in headless chromium, plain DuckDB
-agreeing with `passport history`, parallel adds; gates that must refuse; a campaign gated arm
-against arm. And the door into a run folder (issue 41), tried as a hostile user would on these
-genuine signed runs: a raw file edited after the run with passport.json untouched, a canary hash
-changed, a file swapped for a link or a FIFO, keys from the environment, the ledger's atomicity
-and repair, an unsigned passport, a baseline of another load. (One file: the tutorial's
-simulators listen on fixed ports, and `--dist loadfile` keeps one file on one worker.)"""
+"""The ledger tutorial (docs/release/gates-and-ledger.md) run as written (four simulated builds: the
+release, an unchanged one, one made slower by the simulator's script, one whose canary regressed),
+and what it leaves: the gate's JUnit, the history and its change point, the plot in headless
+chromium, plain DuckDB agreeing with `passport history`, parallel adds; gates that must refuse; a
+campaign gated arm against arm. And the door into a run folder (issue 41), tried as a hostile user
+would on these genuine signed runs: a raw file edited after the run with passport.json untouched,
+a canary hash changed, a file swapped for a link or a FIFO, keys from the environment, the
+ledger's atomicity and repair, an unsigned passport, a baseline of another load. (One file: the
+tutorial's simulators listen on fixed ports, and `--dist loadfile` keeps one file on one worker.)"""
 
 from __future__ import annotations
 
@@ -26,25 +26,16 @@ import pytest
 import yaml
 
 from tests.conftest import LENIENT_CLIENT, REPO, SimFactory, only_run_dir, run_cli
+from tests.docs_blocks import as_script, block_after
 from tests.faults import fault
 from tests.integration.test_campaign import SIM, _campaign
 from tests.integration.test_report_html import chromium
 
 pytestmark = pytest.mark.slow  # the tutorial: seven runs against the simulated engine (about a minute)
 
-_EXPECT = ('expect() { local want=$1; shift; local got=0; "$@" || got=$?; '
-           'if [ "$got" != "$want" ]; then echo "expected exit $want, got $got: $*" >&2; exit 99; fi; }')
-
-
 def tutorial_script() -> str:
-    """The README's tutorial block as a bash script: every line as written, each `# -> exit N`
-    line run through `expect N` (its exit code checked), every other line under `set -e`."""
-    block = (REPO / "README.md").read_text().split("<!-- tutorial:ledger -->\n```bash\n", 1)[1].split("\n```", 1)[0]
-    lines = ["set -eu", _EXPECT]
-    for line in block.splitlines():
-        checked = re.match(r"^(.*?)\s+# -> exit (\d+)", line)
-        lines.append(f"expect {checked.group(2)} {checked.group(1)}" if checked else line)
-    return "\n".join(lines) + "\n"
+    """The ledger tutorial (docs/release/gates-and-ledger.md) as a bash script, as written."""
+    return as_script(block_after(REPO / "docs" / "release" / "gates-and-ledger.md", "<!-- tutorial:ledger -->"))
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""The auditor's package needs numpy, pyarrow and the run folder only (docs/design.md): importing it,
+"""The auditor's package needs numpy, pyarrow and the run folder only (docs/concepts/design.md): importing it,
 and verifying a recorded run with it, loads neither the load generator nor the heavy libraries."""
 
 from __future__ import annotations

@@ -118,7 +118,7 @@ def test_full_paths_into_the_passport_read_the_same_figures(passport: Passport) 
 
 
 def test_every_gate_example_in_the_readme_is_understood(passport: Passport) -> None:
-    readme = (REPO / "README.md").read_text()
+    readme = "\n".join(p.read_text() for p in [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))])
     examples = re.findall(r"--require '([^']+)'", readme)
     assert len(examples) >= 5
     for text in examples:

@@ -1,5 +1,5 @@
 """Identity and capacity probes per engine, against response fixtures built from the shapes in
-docs/engines.md (tests/data/engines/, one per engine and version family); llama.cpp is
+docs/engines/research.md (tests/data/engines/, one per engine and version family); llama.cpp is
 also probed live in tests/e2e."""
 
 from __future__ import annotations

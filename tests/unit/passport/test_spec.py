@@ -8,13 +8,13 @@ import pytest
 from passport import SpecError, load_spec, parse_spec
 from passport.audit import parse_duration_s
 
-DESIGN = Path(__file__).resolve().parents[3] / "docs" / "design.md"
+DESIGN = Path(__file__).resolve().parents[3] / "docs" / "concepts" / "design.md"
 
 
 
 def test_the_canonical_design_example_parses(tmp_path: Path) -> None:
     block = re.search(r"```yaml\n(name: chat-smoke.*?)```", DESIGN.read_text(), re.S)
-    assert block is not None, "docs/design.md lost its canonical spec"
+    assert block is not None, "docs/concepts/design.md lost its canonical spec"
     path = tmp_path / "spec.yaml"
     path.write_text(block.group(1))
     spec, raw = load_spec(path)

@@ -27,9 +27,9 @@ linear percentile, as all four use). What each tool measures differently, read f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -58,6 +58,7 @@ class ToolFigure:
     values: dict[str, float | None]
     passport: str
     differs: str
+    samples: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)  # in `unit`
 
 
 @dataclass(frozen=True)
@@ -72,11 +73,15 @@ class ToolTotal:
 
 @dataclass(frozen=True)
 class ToolView:
+    """The run as `tool` summarizes it; `per_request` (vLLM's view) holds its per-request arrays
+    as its result JSON writes them: input_lens, output_lens, ttfts (s), itls (s, a list each)."""
+
     tool: Tool
     requests: int
     columns: tuple[str, ...]
     totals: list[ToolTotal]
     figures: list[ToolFigure]
+    per_request: dict[str, list[Any]] = field(default_factory=dict)
 
 
 # The statistics each tool prints per figure, in its order (AIPerf's console table; the others'
@@ -168,6 +173,7 @@ class _Run:
     chunks: pa.Table
     failed: int
     columns: tuple[str, ...]
+    per_request: dict[str, list[Any]] = field(default_factory=dict)  # filled by a view that has them
 
     @cached_property
     def ids(self) -> np.ndarray:
@@ -212,7 +218,7 @@ class _Run:
         return (float(self.end.max() - self.start.min()) / 1e9) if self.n else float("nan")
 
     def fig(self, name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
-        return ToolFigure(name, unit, _summary(values, self.columns), passport, differs)
+        return ToolFigure(name, unit, _summary(values, self.columns), passport, differs, values)
 
     def firsts_lasts(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         """Each request's first and last event of `kinds`, the gaps between them, the events."""
@@ -230,18 +236,19 @@ def _per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.
         return values
 
 
-def tool_view(source: RunSource, tool: Tool, api: str) -> ToolView:
+def tool_view(source: RunSource, tool: Tool, api: str, columns: tuple[str, ...] | None = None) -> ToolView:
     """The run (a folder, or a reader of one) summarized as `tool` would summarize it (see the
-    module docstring); `api` is the run's endpoint.api (chat or completions)."""
+    module docstring); `api` is the run's endpoint.api (chat or completions); `columns`: the
+    statistics of each figure (mean, median, std, min, max, pNN), the tool's own by default."""
     requests, chunks, failed = _per_request(RunFiles.of(source))
-    run = _Run(requests, chunks, failed, _COLUMNS[tool])
+    run = _Run(requests, chunks, failed, columns or _COLUMNS[tool])
     if tool in ("vllm", "sglang"):
         totals, figures = _serving_view(run, tool, api)
     elif tool == "aiperf":
         totals, figures = _aiperf_view(run)
     else:
         totals, figures = _guidellm_view(run)
-    return ToolView(tool, run.n, run.columns, totals, figures)
+    return ToolView(tool, run.n, run.columns, totals, figures, run.per_request)
 
 
 def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[ToolFigure]]:
@@ -254,6 +261,9 @@ def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[
         if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
             last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
         ttft, e2e, tokens = first - start, last - start, out
+        r.per_request.update(request_ids=[int(i) for i in r.ids], input_lens=[int(x) for x in np.nan_to_num(r.prompt)],
+                             output_lens=[int(x) for x in np.nan_to_num(tokens)],
+                             ttfts=[float(x) / 1e9 for x in ttft], itls=[(np.diff(e) / 1e9).tolist() for e in events])
         names = ("E2EL", "ttft.any + connect")
         notes = ("starts before connecting; the first event with choices, an empty role delta included",
                  "E2EL to the last event before [DONE] (usage included)",

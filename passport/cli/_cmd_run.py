@@ -9,6 +9,7 @@ from typing import Any
 from passport.cli._cmd_ledger import add_ledger_option, add_when_asked
 from passport.cli._exit import ExitCode
 from passport.cli._shared import Printer, add_endpoint_options, add_load_options, load_spec_with_overrides
+from passport.cli._vocabulary import add_borrowed_options
 
 __all__ = ["add", "main"]
 
@@ -25,8 +26,12 @@ def add(sub: Any, epilog: str) -> None:
     run.add_argument("--force", action="store_true",
                      help="time the run even if the canaries fail (the passport says so prominently)")
     add_ledger_option(run)
+    run.add_argument("--no-fail", "--exit-zero", action="store_true", dest="no_fail",
+                     help="exit 0 whatever the verdict (an exploratory run): the verdict is still written and printed; "
+                          "a usage or internal error still exits 2 or 3")
     add_endpoint_options(run)
     add_load_options(run)
+    add_borrowed_options(run)
 
 
 def main(args: argparse.Namespace) -> ExitCode:
@@ -44,11 +49,19 @@ def main(args: argparse.Namespace) -> ExitCode:
         printer.status(f"the run folder {outcome.folder} took no more writes: passport.json was written to "
                        f"{outcome.fallback} instead (no report); the reason above says where the raw files are")
         print(f"passport: {outcome.fallback / 'passport.json'}")
-        return ExitCode.of_verdict(outcome.passport.verdict)
+        return ExitCode.OK if args.no_fail else ExitCode.of_verdict(outcome.passport.verdict)
     print(f"passport: {outcome.folder / 'passport.json'}")
     print(f"report:   {outcome.folder / 'report.md'}")
     for line in headline_lines(outcome.passport):
         print(line)
+    if args.save_result:
+        from passport.cli._save_result import save_result
+
+        print(f"vllm result: {save_result(args, outcome.folder)}")
     if not add_when_asked(args, outcome.folder):
-        return ExitCode.FAILED
-    return ExitCode.of_verdict(outcome.passport.verdict)
+        return ExitCode.OK if args.no_fail else ExitCode.FAILED
+    verdict = ExitCode.of_verdict(outcome.passport.verdict)
+    if args.no_fail and verdict != ExitCode.OK:
+        printer.status(f"--no-fail: exit 0 although the run is {outcome.passport.verdict}")
+        return ExitCode.OK
+    return verdict

@@ -4,6 +4,7 @@ and the progress bars and status lines of long commands (none with --quiet)."""
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +46,8 @@ def endpoint_url(text: str) -> str:
     spec takes: http:// when no scheme is given, /v1 when no path is."""
     from urllib.parse import urlsplit
 
+    if text.startswith("/"):  # vLLM's --endpoint is the API's path: read with --base-url or --host/--port
+        return text
     url = text if "://" in text else f"http://{text}"
     return url.rstrip("/") + "/v1" if urlsplit(url).path in ("", "/") else url
 
@@ -98,9 +101,45 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
                             "(--set decoding.temperature=0 --set canaries=none); repeatable")
 
 
+def _their_load(args: argparse.Namespace) -> None:
+    """guidellm's --rate-type and its window flags, and vLLM's defaults, as passport's own load
+    flags on `args` (what each means: passport.cli._vocabulary.VOCABULARY)."""
+    from passport._errors import SpecError
+
+    kind, rate = getattr(args, "rate_type", None), getattr(args, "rate", None)
+    if kind == "synchronous":
+        args.concurrency, args.rate = 1, None
+    elif kind == "concurrent":
+        if rate is None or rate < 1 or rate != int(rate):
+            raise SpecError("--rate-type concurrent: give the number of users as --rate N")
+        args.concurrency, args.rate = int(rate), None
+    elif kind == "throughput":
+        args.concurrency, args.rate = (int(rate) if rate else None), float("inf")
+    elif kind in ("constant", "poisson"):
+        if rate is None:
+            raise SpecError(f"--rate-type {kind}: give the requests per second as --rate R")
+        args.arrival = kind
+    for theirs, ours in (("max_seconds", "duration"), ("max_requests", "num_prompts"),
+                         ("random_input_len", "input_len"), ("random_output_len", "output_len")):
+        if getattr(args, theirs, None) is not None:
+            setattr(args, ours, getattr(args, theirs))
+    ratio = getattr(args, "random_range_ratio", None)
+    if ratio:  # vLLM's range ratio spreads --input-len and --output-len too
+        args.random_input_len, args.random_output_len = args.input_len, args.output_len
+        args.input_len = args.output_len = None
+    share = getattr(args, "warmup_percent", None)
+    if share is not None:
+        if not 0 <= share < 1 or args.num_prompts is None:
+            raise SpecError("--warmup-percent F: give a share from 0 to below 1, with --max-requests N")
+        args.num_warmups = math.ceil(share * args.num_prompts)
+    if getattr(args, "disable_tqdm", False):
+        args.quiet = True
+
+
 def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> None:
     """Turn the spec-less run's flags (add_load_options) into overrides."""
     from passport._errors import SpecError
+    from passport.cli._vocabulary import borrowed_overrides
     from workloads import load_yaml
 
     written = raw.get("load")
@@ -153,6 +192,7 @@ def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> No
         patch("load.workers", workers if workers == "auto" else int(workers), "--workers")
     if getattr(args, "dataset", None):
         patch("workload.source", {"path": args.dataset, "format": args.dataset_format}, "--dataset")
+    borrowed_overrides(args, patch)
     for item in getattr(args, "set_fields", []):
         key, sep, text = item.partition("=")
         if not sep or not key or any(not part for part in key.split(".")):
@@ -180,6 +220,26 @@ def _attach(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> None:
         patch("endpoint.base_url", f"http://127.0.0.1:{engine['port']}/v1", "--no-launch (engine.port)")
 
 
+def _their_endpoint(args: argparse.Namespace) -> tuple[str | None, str]:
+    """The server's base URL from --endpoint URL, vLLM's --base-url or --host/--port, or
+    guidellm's --target, and the flag that gave it; (None, "") when none did."""
+    from passport._errors import SpecError
+
+    named = (("--endpoint", args.endpoint), ("--base-url", getattr(args, "base_url", None)),
+             ("--target", getattr(args, "target", None)))
+    given = [(flag, value) for flag, value in named if value and not str(value).startswith("/")]
+    host, port = getattr(args, "host", None), getattr(args, "port", None)
+    if host is not None or port is not None:
+        given.append(("--host/--port", f"{host or '127.0.0.1'}:{port or 8000}"))
+    if len(given) > 1:
+        raise SpecError(f"{given[0][0]} and {given[1][0]} both name the server: give one")
+    if not given:
+        if args.endpoint and str(args.endpoint).startswith("/"):  # vLLM's default server
+            return endpoint_url("127.0.0.1:8000"), "--endpoint (vLLM's default host and port)"
+        return None, ""
+    return endpoint_url(str(given[0][1])), given[0][0]
+
+
 def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[str, Any], dict[str, Any],
                                                                  list[Override]]:
     """(spec, the YAML as written, the YAML with command-line overrides, the overrides). Without a
@@ -196,21 +256,34 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
             raise SpecError(str(exc)) from None
     from passport.model import Override, load_spec, parse_spec, with_overrides
 
+    _their_load(args)
+    base_url, flag = _their_endpoint(args)
     if args.spec is not None:
         spec, raw = load_spec(args.spec)
         source = str(args.spec)
-    elif not args.endpoint or (getattr(args, "concurrency", None) is None and getattr(args, "rate", None) is None):
-        raise SpecError("give a spec, or run from flags alone: --endpoint URL and --concurrency N or --rate R "
-                        "(see passport run --help)")
+    elif not base_url:
+        raise SpecError("give a spec, or run from flags alone: --endpoint URL (or vLLM's --base-url, guidellm's "
+                        "--target) and the load, e.g. --concurrency N or --rate R (see passport run --help)")
     else:
         raw, source = {}, "from the command line"
+        if getattr(args, "concurrency", None) is None and getattr(args, "rate", None) is None:
+            # vLLM's bench serve's default: --request-rate inf, every prompt at once (1000 of them)
+            args.rate = float("inf")
+            if getattr(args, "num_prompts", None) is None and getattr(args, "duration", None) is None:
+                args.num_prompts = 1000
     overrides: list[Override] = []
 
     def patch(field: str, value: Any, flag: str) -> None:
         overrides.append(Override(field=field, value=value, source=flag))
 
-    if args.endpoint:
-        patch("endpoint.base_url", args.endpoint, "--endpoint")
+    if base_url:
+        patch("endpoint.base_url", base_url, flag)
+    if args.endpoint and args.endpoint.startswith("/"):
+        api = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}.get(args.endpoint.rstrip("/"))
+        if api is None:
+            raise SpecError(f"--endpoint {args.endpoint}: passport measures /v1/completions and /v1/chat/completions "
+                            "(or give the server's URL, e.g. --endpoint http://127.0.0.1:8000/v1)")
+        patch("endpoint.api", api, f"--endpoint {args.endpoint}")
     if args.api_key_env:
         patch("endpoint.api_key_env", args.api_key_env, "--api-key-env")
     _attach(args, raw, patch)

@@ -183,3 +183,33 @@ def test_salted_runs_match_nothing_cached_before_them_and_leave_the_cache_as_it_
     # all but the last full block are found again at least
     block = int(_labels(httpx.get(f"{vllm_url.removesuffix('/v1')}/metrics").text)["block_size"])
     assert warm_hits >= 4 * block * max(1, 300 // block - 1) > 0
+
+
+def test_passport_run_takes_vllm_bench_serves_command_line_and_writes_its_result_file(
+        vllm_url: str, tmp_path: Path) -> None:
+    """The same argv given to `vllm bench serve` and to `passport run`: both run, both write a
+    result JSON, passport's has every key vLLM's has, and vLLM's own sweep code reads it."""
+    argv = ["--backend", "vllm", "--base-url", vllm_url.removesuffix("/v1"), "--model", "gemma3-270m",
+            "--tokenizer", str(MODEL_DIR), "--dataset-name", "random", "--random-input-len", "64",
+            "--random-output-len", "8", "--num-prompts", "6", "--max-concurrency", "2", "--ignore-eos",
+            "--seed", "1", "--num-warmups", "2", "--percentile-metrics", "ttft,tpot,itl,e2el",
+            "--metric-percentiles", "50,99", "--save-result", "--save-detailed"]
+    bench = subprocess.run([str(VLLM), "bench", "serve", *argv, "--result-dir", str(tmp_path / "theirs")],
+                           capture_output=True, text=True, timeout=400, cwd=tmp_path)
+    assert bench.returncode == 0, bench.stdout[-3000:] + bench.stderr[-3000:]
+    ours = run_cli("run", *argv, "--result-dir", str(tmp_path / "ours"), "--out", str(tmp_path / "out"),
+                   "--quiet", *LENIENT_FLAGS, timeout_s=400)
+    assert ours.returncode == 0, ours.stdout + ours.stderr
+    (theirs_path,), (ours_path,) = (tmp_path / "theirs").glob("*.json"), (tmp_path / "ours").glob("*.json")
+    theirs, mine = json.loads(theirs_path.read_text()), json.loads(ours_path.read_text())
+    assert set(theirs) <= set(mine), set(theirs) - set(mine)
+    assert ours_path.name.rsplit("-", 2)[0] == theirs_path.name.rsplit("-", 2)[0]  # label, rate, cap, model
+    assert (mine["completed"], mine["total_output_tokens"]) == (theirs["completed"], theirs["total_output_tokens"])
+    python = VLLM.resolve().parent / "python"
+    read = subprocess.run([str(python), "-c",
+                           "import json, sys\n"
+                           "from vllm.benchmarks.sweep.serve_workload import _estimate_workload_value\n"
+                           "print(_estimate_workload_value(json.load(open(sys.argv[1])), 'max_concurrency'))",
+                           str(ours_path)], capture_output=True, text=True, timeout=120)
+    assert read.returncode == 0, read.stderr[-2000:]
+    assert 0.5 < float(read.stdout.split()[-1]) <= 2.05  # a closed loop of 2 users, as vLLM's code reads it

@@ -1,0 +1,77 @@
+"""vLLM's `bench serve --save-result` JSON, written from a run's raw logs under vLLM's own
+definitions (`tool_view(..., "vllm")`), so the scripts and dashboards that read vLLM's result
+files read a passport run's.
+
+The keys and units are vLLM's (vllm/benchmarks/serve.py, 0.32): the run's settings (`date`
+as %Y%m%d-%H%M%S, `backend` and `endpoint_type`, `label`, `model_id`, `tokenizer_id`,
+`num_prompts`, `request_rate` ("inf" or a number), `burstiness`, `max_concurrency`), its totals
+(`duration` s, `completed`, `failed`, `total_input_tokens`, `total_output_tokens`,
+`request_throughput`, `request_goodput` (null: vLLM's goodput is not asked for),
+`output_throughput`, `total_token_throughput`, `max_output_tokens_per_s`,
+`max_concurrent_requests`) and for each metric of `percentile_metrics` (ttft, tpot, itl, e2el)
+`mean_<m>_ms`, `median_<m>_ms`, `std_<m>_ms` and `p<P>_<m>_ms` for each percentile (`p99`,
+`p99.9`: vLLM's spelling). With `detailed` (vLLM's --save-detailed) the per-request arrays:
+`input_lens`, `output_lens`, `ttfts` (s), `itls` (s, one list per request), `generated_texts`,
+`errors`; passport lists the measured requests that succeeded (vLLM lists every request, a
+failed one with zeros and its error): `failed` counts the others. Beside vLLM's keys, `passport`
+names the run folder and the passport's content hash this file was derived from.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from passport.audit._views import ToolView
+
+__all__ = ["vllm_result", "vllm_result_name", "VLLM_METRIC_FIGURES"]
+
+# vLLM's metric attribute names, by the figure of its summary they are
+VLLM_METRIC_FIGURES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+_TOTALS = {"duration": "Benchmark duration (s)", "completed": "Successful requests", "failed": "Failed requests",
+           "total_input_tokens": "Total input tokens", "total_output_tokens": "Total generated tokens",
+           "request_throughput": "Request throughput (req/s)", "output_throughput": "Output token throughput (tok/s)",
+           "total_token_throughput": "Total token throughput (tok/s)",
+           "max_output_tokens_per_s": "Peak output token throughput (tok/s)",
+           "max_concurrent_requests": "Peak concurrent requests"}
+_COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrent_requests")
+
+
+def percentile_word(p: float) -> str:
+    """vLLM's spelling of a percentile in a key: 99 -> "99", 99.9 -> "99.9"."""
+    return str(int(p)) if int(p) == p else str(p)
+
+
+def vllm_result(view: ToolView, settings: dict[str, Any], metrics: tuple[str, ...], percentiles: tuple[float, ...],
+                detailed: bool, texts: list[str] | None = None) -> dict[str, Any]:
+    """The result JSON (see the module docstring) of a vLLM `view` computed with the columns
+    mean, median, std and p<P> for `percentiles`; `settings` are the run's settings keys."""
+    if view.tool != "vllm":
+        raise ValueError(f"a vLLM result is written from vLLM's view, not {view.tool}'s")
+    totals = {t.name: t.value for t in view.totals}
+    out: dict[str, Any] = dict(settings)
+    for key, name in _TOTALS.items():
+        value = totals.get(name)
+        out[key] = (int(value) if key in _COUNTS and value is not None else value)
+    out["request_goodput"] = None
+    if detailed:
+        lists = view.per_request
+        out.update(input_lens=lists.get("input_lens", []), output_lens=lists.get("output_lens", []),
+                   ttfts=lists.get("ttfts", []), itls=lists.get("itls", []),
+                   generated_texts=texts if texts is not None else [""] * view.requests,
+                   errors=[""] * view.requests)
+    figures = {f.name: f for f in view.figures}
+    for metric in metrics:
+        figure = figures[VLLM_METRIC_FIGURES[metric]]
+        out[f"mean_{metric}_ms"] = figure.values.get("mean")
+        out[f"median_{metric}_ms"] = figure.values.get("median")
+        out[f"std_{metric}_ms"] = figure.values.get("std")
+        for p in percentiles:
+            out[f"p{percentile_word(p)}_{metric}_ms"] = figure.values.get(f"p{percentile_word(p)}")
+    return out
+
+
+def vllm_result_name(label: str, request_rate: float | str, max_concurrency: int | None, model_id: str,
+                     date: str) -> str:
+    """vLLM's default file name: `{label}-{request_rate}qps[-concurrency{N}]-{model}-{date}.json`."""
+    concurrency = f"-concurrency{max_concurrency}" if max_concurrency is not None else ""
+    return f"{label}-{request_rate}qps{concurrency}-{model_id.split('/')[-1]}-{date}.json"

@@ -1,0 +1,58 @@
+"""`passport run --save-result`: vLLM's result JSON of the run just written, named and placed as
+`vllm bench serve` names and places it (--result-dir, --result-filename, --label), for the
+scripts and dashboards that read vLLM's files (`passport.audit._vllm_result`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+__all__ = ["save_result"]
+
+
+def save_result(args: argparse.Namespace, folder: Path) -> Path:
+    """Write the result JSON of the run in `folder` (read through the door); returns its path."""
+    from passport.audit import Trust, open_run, tool_view
+    from passport.audit._vllm_result import percentile_word, vllm_result, vllm_result_name
+    from passport.cli._vocabulary import percentile_metrics, percentiles
+
+    chosen, metrics = percentiles(args.metric_percentiles), percentile_metrics(args.percentile_metrics)
+    run = open_run(folder, Trust())  # the run this process has just written and signed
+    protocol: dict[str, Any] = run.data["protocol"]
+    effective = protocol["effective"]
+    api = str(effective["endpoint"]["api"])
+    view = tool_view(run.files, "vllm", api, ("mean", "median", "std", *(f"p{percentile_word(p)}" for p in chosen)))
+    load = effective["load"]
+    backend = args.backend or ("openai-chat" if api == "chat" else "openai")
+    closed = load["pattern"] == "closed"
+    request_rate: float | str = "inf" if closed else float(load["rate_per_s"])
+    uncapped = closed and args.spec is None and args.concurrency is None  # vLLM's default: every prompt at once
+    max_concurrency = None if uncapped else load.get("concurrency")
+    model = str((run.data["identity"].get("model.id") or {}).get("value") or "")
+    date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    settings = {"date": date, "endpoint_type": backend, "backend": backend, "label": args.label, "model_id": model,
+                "tokenizer_id": (protocol.get("workload") or {}).get("tokenizer") or model,
+                "num_prompts": view.requests + int(next(t.value for t in view.totals if t.name == "Failed requests")),
+                "request_rate": request_rate, "burstiness": float(load.get("burstiness") or 1.0),
+                "max_concurrency": max_concurrency}
+    texts = _texts(run, view.per_request.get("request_ids", [])) if args.save_detailed else None
+    result = vllm_result(view, settings, metrics, chosen, args.save_detailed, texts)
+    result["passport"] = {"run": str(folder), "content_sha256": run.data.get("content_sha256")}
+    name = args.result_filename or vllm_result_name(args.label or backend, request_rate if closed else
+                                                    float(load["rate_per_s"]), max_concurrency, model, date)
+    path = Path(args.result_dir or ".") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result))
+    return path
+
+
+def _texts(run: Any, ids: list[int]) -> list[str]:
+    """The answers' text of the requests `ids`, in that order ("" where only hashes were kept)."""
+    table = run.files.table("requests")
+    if table is None or "response_text" not in table.column_names:
+        return [""] * len(ids)
+    text = dict(zip(table.column("request_id").to_pylist(), table.column("response_text").to_pylist(), strict=True))
+    return [str(text.get(i) or "") for i in ids]

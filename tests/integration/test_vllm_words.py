@@ -1,0 +1,67 @@
+"""`passport run` in `vllm bench serve`'s place (issue 43): vLLM's command line runs unchanged
+against the simulated engine and writes vLLM's result JSON, whose keys are the ones vLLM 0.32
+writes (listed here from vllm/benchmarks/serve.py) and whose figures follow vLLM's definitions;
+and `--no-fail` records an exploratory run without failing the shell."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import LENIENT_FLAGS, SimFactory, only_run_dir, run_cli
+from tests.faults import fault
+
+pytestmark = pytest.mark.slow  # runs against the simulated engine
+
+# What vLLM 0.32's bench serve writes with --save-result --save-detailed --percentile-metrics
+# ttft,tpot,itl,e2el --metric-percentiles 50,99 (serve.py: result_json and benchmark()'s result)
+VLLM_KEYS = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
+             "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
+             "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
+             "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors",
+             "max_output_tokens_per_s", "max_concurrent_requests",
+             *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
+               for stat in ("mean", "median", "std", "p50", "p99"))}
+
+
+def test_vllms_command_line_writes_vllms_result_file(simulator: SimFactory, tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "20", "--itl-ms", "4", "--model", "sim-model")
+    argv = ["--backend", "vllm", "--base-url", url.removesuffix("/v1"), "--model", "sim-model", "--dataset-name",
+            "random", "--random-input-len", "32", "--random-output-len", "8", "--num-prompts", "40",
+            "--max-concurrency", "4", "--ignore-eos", "--seed", "1", "--num-warmups", "4", "--save-result",
+            "--save-detailed", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99",
+            "--result-dir", str(tmp_path / "results")]
+    done = run_cli("run", *argv, "--out", str(tmp_path / "out"), "--quiet", *LENIENT_FLAGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    (path,) = (tmp_path / "results").glob("*.json")
+    assert path.name.startswith("vllm-infqps-concurrency4-sim-model-")  # vLLM's own file name
+    result = json.loads(path.read_text())
+    assert VLLM_KEYS <= set(result), VLLM_KEYS - set(result)
+    assert (result["completed"], result["failed"], result["num_prompts"]) == (40, 0, 40)
+    assert (result["request_rate"], result["max_concurrency"], result["backend"]) == ("inf", 4, "vllm")
+    assert result["output_lens"] == [8] * 40 and len(result["ttfts"]) == len(result["itls"]) == 40
+    # the simulator's script: 20 ms to the first token, 4 ms between tokens; vLLM's TPOT leaves TTFT out
+    assert 18 < result["median_ttft_ms"] < 60 and 3.5 < result["median_tpot_ms"] < 8
+    assert result["p50_ttft_ms"] == pytest.approx(result["median_ttft_ms"])
+    # how vLLM's own sweep code reads a result (vllm/benchmarks/sweep/serve_workload.py, 0.32):
+    # the concurrency a run held is its request throughput times its mean latency
+    held = float(result["request_throughput"]) * float(result["mean_e2el_ms"]) / 1000
+    assert 2.5 < held <= 4.05, held
+    shown = run_cli("show", str(only_run_dir(tmp_path / "out")), "--as", "vllm")
+    p99 = next(line for line in shown.stdout.splitlines() if line.startswith("TTFT (ms)")).split()[4]
+    assert float(p99.replace(",", "")) == pytest.approx(result["p99_ttft_ms"], abs=0.0015)
+
+
+@fault("an exploratory run whose rules fail, run with --no-fail (or --exit-zero)",
+       "exit 0, and the verdict still written and printed, with a line saying the exit code ignores it")
+def test_no_fail_exits_zero_and_still_says_the_verdict(simulator: SimFactory, tmp_path: Path) -> None:
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--fault", "http500:2")  # half fail: error_rate FAILs
+    argv = ["--endpoint", url, "--concurrency", "2", "--num-prompts", "20", "--input-len", "8", "--output-len", "4",
+            "--out", str(tmp_path / "out"), "--quiet", *LENIENT_FLAGS]
+    failing = run_cli("run", *argv, "--set", "canaries=none")
+    assert failing.returncode == 1 and "Result is: INVALID" in failing.stdout
+    explored = run_cli("run", *argv, "--set", "canaries=none", "--no-fail")
+    assert explored.returncode == 0 and "Result is: INVALID" in explored.stdout
+    assert "--no-fail: exit 0 although the run is INVALID" in explored.stderr

@@ -307,12 +307,13 @@ def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> st
     if not test.significant:
         return "no significant difference"
     assert m.base is not None and m.other is not None
-    if m.base and abs(m.other - m.base) < min_effect * abs(m.base):
-        return f"no meaningful difference (< {min_effect:.0%})"
     rate = m.metric.startswith(("throughput", "goodput"))
-    if m.other > m.base:
-        return "higher" if rate else "slower"
-    return "lower" if rate else "faster"
+    direction = ("higher" if rate else "slower") if m.other > m.base else ("lower" if rate else "faster")
+    if m.base and abs(m.other - m.base) < min_effect * abs(m.base):
+        # a real difference, said as one, but smaller than the user asked to be called
+        return f"under --min-effect {min_effect:.0%} ({direction} by {abs(m.other - m.base) / abs(m.base):.1%}, " \
+               "significant)"
+    return direction
 
 
 def _compare_pair(base_run: RunData, other_run: RunData, base_p: Passport, other_p: Passport,
@@ -413,7 +414,9 @@ def render_comparison(c: Comparison) -> list[str]:
     """The comparison as text lines: invariants, fields that differ, then one table per other
     run, then caveats."""
     fmt = format_value
-    lines = []
+    lines = [f"Calls a difference only when it is significant at --alpha {c.alpha:.0%} (Holm-corrected) and at "
+             f"least --min-effect {c.min_effect:.0%} of the first run; a p99 is compared only with "
+             f"{min_samples(0.99)} successful requests or more in each run (a p50 with {min_samples(0.5)}).", ""]
     for name in INVARIANTS:
         seen = c.values.get(name) or []
         if name in c.differences:

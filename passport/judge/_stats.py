@@ -22,7 +22,8 @@
   (family-wise error rate `alpha`, 5 % by default): a difference is called only when it survives.
 - **A floor.** A level shift between runs that no block of either run shows cannot be measured
   from two runs; differences smaller than `min_effect` of the base value (10 % by default) are
-  reported as no meaningful difference (`passport.judge._compare`).
+  not called a change, and say so with their size ("under --min-effect 10% (slower by 5.0%,
+  significant)", `passport.judge._compare`).
 
 Limits: batch means assume the blocks are roughly independent of one another (blocks of ten or
 more requests of a closed loop are); a p99 taken in blocks of a few dozen requests is close to

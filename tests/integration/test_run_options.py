@@ -182,3 +182,23 @@ def test_warmup_barrier_keeps_warm_up_out_of_the_window(
         if pattern == "open":  # the measured deadlines moved with the barrier: no send fell behind them
             assert passport["results"]["metrics"]["dispatch_lag"]["p99"] < 0.05
     assert "drained before the first measured request" in (run / "report.md").read_text()
+
+
+def test_a_closed_loops_warm_up_ends_before_its_window_so_the_throughput_is_the_steady_states(
+        simulator: SimFactory, tmp_path: Path) -> None:
+    """4 users, 2 warm-up requests (not a multiple of the users), 40 measured: before the barrier
+    became a closed loop's default, the warm-up answers still streaming shared the engine with the
+    first measured requests uncounted and the throughput read 9.6 % under the steady state. The
+    steady state is the simulator's script: every user always busy, 4 / mean E2E."""
+    from tests.conftest import LENIENT_FLAGS
+
+    url = simulator("--ttft-ms", "50", "--itl-ms", "10")
+    done = run_cli("run", "--endpoint", url, "--concurrency", "4", "--num-prompts", "40", "--input-len", "16",
+                   "--output-len", "16", "--set", "load.warmup.requests=2", "--set", "canaries=none",
+                   "--out", str(tmp_path / "out"), "--quiet", *LENIENT_FLAGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    passport = json.loads((only_run_dir(tmp_path / "out") / "passport.json").read_text())
+    assert passport["protocol"]["effective"]["load"]["warmup"] == {"requests": 2, "barrier": True}
+    metrics = passport["results"]["metrics"]
+    steady = 4 / metrics["e2e"]["mean"]
+    assert abs(metrics["throughput.requests_per_s"]["mean"] / steady - 1) < 0.02, (metrics, steady)

@@ -56,11 +56,20 @@ def main(args: argparse.Namespace) -> ExitCode:
         def fmt(v: float | None) -> str:
             return "—" if v is None else f"{v * scale:.4g} {unit}"
 
-        print(f"{'created (UTC)':<25} {'run':<40} {args.by or '':<16} {'verdict':<10} {'value':>12}  "
-              f"{'interval':<26} moved")
-        for p in h.points:
-            print(f"{p.created_utc:<25} {p.run_id[:40]:<40} {str(p.by)[:16]:<16} {p.verdict:<10} {fmt(p.value):>12}  "
-                  f"{'[' + fmt(p.low) + ', ' + fmt(p.high) + ']':<26} {'MOVED' if p.flagged else ''}"
-                  + (f"  ({'; '.join(p.changes)})" if p.changes else ""))
-        print(f"{len(h.points)} runs; plot: {args.html}")
+        series = list(dict.fromkeys(p.series for p in h.points))
+        by = f"{args.by:<16} " if args.by else ""
+        for n, name in enumerate(series, 1):
+            points = [p for p in h.points if p.series == name]
+            workload, _, schedule = name.partition("/")
+            print(f"series {n} of {len(series)}: workload {workload[:12]}, schedule {schedule[:12]} ({len(points)} "
+                  f"run{'s' if len(points) != 1 else ''}; a different workload or schedule is another series)")
+            print(f"{'created (UTC)':<25} {'run':<40} {by}{'verdict':<10} {'value':>12}  {'interval':<26} moved")
+            for p in points:
+                shown = f"{str(p.by)[:16]:<16} " if args.by else ""
+                moved = "MOVED" if p.flagged else ("-" if p.unjudged is None else f"not judged: {p.unjudged}")
+                print(f"{p.created_utc:<25} {p.run_id[:40]:<40} {shown}{p.verdict:<10} {fmt(p.value):>12}  "
+                      f"{'[' + fmt(p.low) + ', ' + fmt(p.high) + ']':<26} {moved}"
+                      + (f"  ({'; '.join(p.changes)})" if p.changes else ""))
+            print()
+        print(f"{len(h.points)} runs in {len(series)} series; plot: {args.html}")
     return ExitCode.of(not (h.points and h.points[-1].flagged))

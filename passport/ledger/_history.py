@@ -53,6 +53,7 @@ class Point:
     identity: dict[str, str | None]
     flagged: bool = False
     changes: list[str] = field(default_factory=list)
+    unjudged: str | None = None  # why the change detector could not judge this point, if it could not
 
     @property
     def bounds(self) -> tuple[float, float] | None:
@@ -82,7 +83,14 @@ def _detect(points: list[Point], window: int) -> None:
                              for k in point.identity if point.identity.get(k) != last.identity.get(k)]
         valid = [p for p in earlier if p.verdict == "VALID" and p.bounds is not None][-window:]
         bounds = point.bounds
-        if point.verdict == "VALID" and bounds is not None and len(valid) == window:
+        if point.verdict != "VALID":
+            point.unjudged = f"{point.verdict}: its figures measure nothing the series compares"
+        elif bounds is None:
+            point.unjudged = "the run has no value for this metric"
+        elif len(valid) < window:
+            point.unjudged = (f"the series has {len(valid)} earlier VALID run{'s' if len(valid) != 1 else ''}; the "
+                              f"change detector needs {window}")
+        else:
             low = min(b[0] for p in valid if (b := p.bounds) is not None)
             high = max(b[1] for p in valid if (b := p.bounds) is not None)
             point.flagged = bounds[0] > high or bounds[1] < low
@@ -123,5 +131,6 @@ def history_json(h: History) -> list[dict[str, Any]]:
     """The points as JSON rows (what `--json` prints)."""
     return [{"run_id": p.run_id, "created_utc": p.created_utc, "verdict": p.verdict, "value": p.value,
              "ci_low": p.low, "ci_high": p.high, "by": p.by, "series": p.series, "flagged": p.flagged,
-             "changes": p.changes, "run_dir": p.run_dir} for p in h.points]
+             "judged": p.unjudged is None, "unjudged": p.unjudged, "changes": p.changes, "run_dir": p.run_dir}
+            for p in h.points]
 

@@ -80,6 +80,14 @@ def test_the_history_flags_the_slower_build_and_nothing_else(tutorial: dict[str,
     assert [p["flagged"] for p in points] == [False] * 5 + [True, False]
     assert points[-1]["verdict"] == "HOLD" and points[-1]["value"] is None
     assert "engine.build: v2 -> v3" in points[5]["changes"]
+    # the first five could not be judged, and say so: a newcomer's history is not "nothing moved"
+    assert [p["judged"] for p in points] == [False] * 5 + [True, False]
+    assert points[4]["unjudged"] == "the series has 4 earlier VALID runs; the change detector needs 5"
+    text = run_cli("history", "--ledger", str(tutorial["ledger"]), "--metric", "ttft.any.p95",
+                   "--html", str(tmp_path / "t.html"))
+    assert text.stdout.startswith("series 1 of 1: workload ") and "None" not in text.stdout  # no empty --by column
+    assert "not judged: the series has 0 earlier VALID runs; the change detector needs 5" in text.stdout
+    assert "not judged: HOLD: its figures measure nothing the series compares" in text.stdout
 
 
 def test_plain_duckdb_reads_the_same_numbers_without_passport(tutorial: dict[str, Any], tmp_path: Path) -> None:

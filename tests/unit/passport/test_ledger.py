@@ -102,6 +102,14 @@ def test_too_short_a_history_flags_nothing_and_invalid_runs_neither_count_nor_ge
     wild = [_point(10.0) for _ in range(WINDOW)] + [_point(50.0, verdict="INVALID")]
     _detect(wild, WINDOW)
     assert not wild[-1].flagged
+    # and each point that is not judged says why, so a newcomer's history is not read as "no change"
+    assert short[-1].unjudged == f"the series has {WINDOW - 1} earlier VALID runs; the change detector needs {WINDOW}"
+    assert short[0].unjudged == f"the series has 0 earlier VALID runs; the change detector needs {WINDOW}"
+    assert mixed[WINDOW - 1].unjudged == "INVALID: its figures measure nothing the series compares"
+    assert wild[WINDOW].unjudged == "INVALID: its figures measure nothing the series compares"
+    judged = [_point(10.0) for _ in range(WINDOW)] + [_point(10.0)]
+    _detect(judged, WINDOW)
+    assert judged[-1].unjudged is None and not judged[-1].flagged
 
 
 def test_series_of_different_workloads_never_mix() -> None:

@@ -47,8 +47,9 @@ __all__ = [
     "join_parts",
 ]
 
-# 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of; 4: worker
-RAW_SCHEMA_VERSION = 4
+# 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of; 4: worker;
+# 5: slot_ns
+RAW_SCHEMA_VERSION = 5
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -111,6 +112,9 @@ REQUESTS_SCHEMA = pa.schema(
         ("retry_of", pa.int64()),
         # raw schema 4: the worker process that sent it (load.workers > 1; null: one process)
         ("worker", pa.int16()),
+        # raw schema 5: when an open loop's in-flight cap (load.concurrency) let a request that found
+        # it full go (null: it found a slot free, or there is no cap)
+        ("slot_ns", pa.int64()),
     ]
 )
 

@@ -166,6 +166,7 @@ class _Done:
     judged: tuple[StreamSummary | None, str, str | None] | None = None
     attempt: int = 0
     retry_of: int | None = None
+    slot_ns: int | None = None  # when the in-flight cap let it go, if it had to wait for a slot
 
 
 @dataclass
@@ -297,16 +298,19 @@ class Runner:
 
     # -- one request (or one session, turn by turn) -------------------------------------------
     async def _one(
-        self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int, paced: bool
+        self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int, paced: bool,
+        slot_ns: int | None = None,
     ) -> None:
         """One request or session; `paced`: its first request goes at `intended_ns` exactly (the
-        pacer's), not as soon as it is ready (a closed loop's user)."""
+        pacer's), not as soon as it is ready (a closed loop's user); `slot_ns`: when the in-flight
+        cap let it go, if it found the cap full (its first request's wait is the cap's)."""
         history: list[dict[str, Any]] = []
         while True:
             prepared = self._pool[index]
             turn = prepared.turn
             request = turn.build(history) if turn is not None and history else prepared.request
-            done = await self._attempts(rep, seq, phase, index, user, intended_ns, paced, prepared, request)
+            done = await self._attempts(rep, seq, phase, index, user, intended_ns, paced, prepared, request,
+                                        None if history else slot_ns)
             if done is None:
                 return  # stopped while waiting to retry, or before it was sent
             ex = done.ex
@@ -331,7 +335,8 @@ class Runner:
                 return
 
     async def _attempts(self, rep: int, seq: int, phase: str, index: int, user: int | None, intended_ns: int,
-                        paced: bool, prepared: PreparedRequest, request: bytes) -> _Done | None:
+                        paced: bool, prepared: PreparedRequest, request: bytes,
+                        slot_ns: int | None = None) -> _Done | None:
         """Send one request, and again after each rejection the policy retries; every attempt
         but the last is queued for recording here. The last attempt (None if stopped first, or
         withdrawn before it went). A retry is paced at its wait's end."""
@@ -352,7 +357,7 @@ class Runner:
             except Exception as exc:  # a harness bug must not stop the run; it is recorded
                 failure = f"{type(exc).__name__}: {exc}"
             done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure, attempt=attempt,
-                         retry_of=first_rid)
+                         retry_of=first_rid, slot_ns=slot_ns if attempt == 0 else None)
             rejected = ex is not None and failure is None and ex.status in (429, 503)
             wait_s = self._load.on_reject.wait_s(ex.retry_after, attempt) if rejected and ex is not None else None
             if wait_s is None or self._stop.is_set():
@@ -409,6 +414,7 @@ class Runner:
             "request_id": done.rid, "attempt": done.attempt, "retry_of": done.retry_of,
             "repetition": done.rep, "seq": done.seq, "phase": done.phase,
             "request_index": done.index, "user": done.user, "intended_ns": done.intended_ns - self._t0,
+            "slot_ns": None if done.slot_ns is None else done.slot_ns - self._t0,
             "max_tokens": prepared.max_tokens, "max_tokens_is_target": prepared.max_tokens_is_target,
             "input_tokens_target": prepared.input_tokens_target, "input_tokens_client": prepared.input_tokens_client,
             "output_tokens_target": prepared.output_tokens_target, "prompt_sha256": prepared.prompt_sha256,
@@ -551,6 +557,7 @@ class Runner:
 
         n_warmup = self._schedule.n_warmup
         warmups: list[asyncio.Task[None]] = []
+        held_until = 0  # when the in-flight cap last let the pacer go after holding it
         for seq in range(share.worker, len(offsets), share.workers):
             if seq >= n_warmup and warmups and self._load.warmup.barrier:
                 # the measured schedule starts once warm-up has drained, its gaps kept
@@ -567,13 +574,20 @@ class Runner:
             await self._sleep_until(deadline - ARM_NS)
             if self._stop.is_set():
                 break
+            slot_ns = None
             if slots is not None:
+                full = slots.locked()  # every slot taken: this request waits for the cap, not the pacer
                 await slots.acquire()
+                if full:
+                    held_until = _now()
+                # held by the cap after it was due, waiting itself or behind an earlier request that
+                # waited (the pacer goes in order): the delay until the cap let go is the cap's
+                slot_ns = held_until if held_until > deadline else None
                 if self._stop.is_set():
                     break
             phase = self._phases[seq]
             index = self._pool_index(int(self._indexes[seq]))
-            task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline, True))
+            task = self._spawn(self._one(result.repetition, seq, phase, index, None, deadline, True, slot_ns))
             if seq < n_warmup:
                 warmups.append(task)
             if slots is not None:

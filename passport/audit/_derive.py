@@ -122,6 +122,7 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         counters_judged=rules_version >= 4,
         model_listing=model_listing(run.files) if rules_version >= 5 else None,
         calibration_judged=rules_version >= 6,
+        cap_is_load=rules_version >= 7,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts), run)

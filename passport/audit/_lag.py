@@ -33,7 +33,7 @@ import numpy as np
 import pyarrow as pa
 
 from passport.audit._counts import measured_rows
-from passport.audit._metrics import numeric_column, object_column
+from passport.audit._metrics import numeric_column, object_column, send_lag_ns
 from passport.audit._types import ResultsFigures, RuleFigures, RuleStatus, ValidityLimits
 
 __all__ = ["TAIL_SAMPLES", "LagFacts", "lag_facts", "tail_quantile", "dispatch_lag_rule", "client_rule"]
@@ -113,7 +113,7 @@ def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequenc
     """The lags of measured requests (dispatch) and of every client sample (loop), and who was
     busy: this process's mean CPU share, the loop thread's mean wait for a CPU, and how much of
     the worst loop lags that wait explains."""
-    lag_ms = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")) / 1e6
+    lag_ms = send_lag_ns(requests) / 1e6
     dispatch = _tail(lag_ms[measured_rows(requests, discarded)])
     if telemetry is None or not telemetry.num_rows:
         return LagFacts(dispatch, None, None, None)

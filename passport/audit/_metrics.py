@@ -32,7 +32,7 @@ from passport.audit._types import StatFigures
 
 __all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "empty_stat", "SUCCESS_OUTCOMES",
            "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
-           "REQUEST_LATENCY_IDS"]
+           "REQUEST_LATENCY_IDS", "send_lag_ns"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
 PERCENTILES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
@@ -71,10 +71,16 @@ _DEFS = [
               "completion tokens / (end - first token), per request with >= 2 tokens: the decode speed "
               "one user sees (higher is better; the slow tail is the low percentiles)"),
     MetricDef("e2e.sched", 1, "s", "latency", "end minus intended send time", True),
-    MetricDef("dispatch_lag", 1, "s", "latency",
+    MetricDef("dispatch_lag", 2, "s", "latency",
               "sent minus intended, less the new connection's setup time (connect_ns, the server's "
               "accept, which *.sched metrics keep): how late the harness itself sent (open loop: "
-              "deadline; closed loop: user free)"),
+              "deadline; closed loop: user free); a request that found an open loop's in-flight cap "
+              "full counts from the moment the cap let it go (slot_ns, raw schema 5): its wait before "
+              "is slot_wait, the cap's, not the harness's"),
+    MetricDef("slot_wait", 1, "s", "latency",
+              "an open loop with an in-flight cap (load.concurrency): slot_ns minus intended, over the "
+              "measured requests that found the cap full when they were due (those that found a slot "
+              "free are not samples); its n is how many waited"),
     MetricDef("throughput.output_tokens_per_s", 1, "tokens/s", "rate",
               "completion tokens of successful measured requests / window duration"),
     MetricDef("throughput.total_tokens_per_s", 1, "tokens/s", "rate",
@@ -202,6 +208,17 @@ def stat_value(figures: StatFigures, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def send_lag_ns(requests: pa.Table) -> np.ndarray:
+    """How late the harness sent each request, in ns: sent minus intended, or minus the moment an
+    open loop's in-flight cap let it go when it found the cap full (slot_ns): the wait for a slot
+    is the load's (the cap the user declared), not the client's."""
+    intended = numeric_column(requests, "intended_ns")
+    if "slot_ns" in requests.column_names:
+        intended = np.fmax(intended, numeric_column(requests, "slot_ns"))
+    lag: np.ndarray = numeric_column(requests, "sent_ns") - intended
+    return lag
+
+
 def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
     """Each per-request latency metric, in seconds, one value per row of `requests` (NaN where
     the event never happened): the `*.sched`, `ttft.*` and `e2e` ids, `tpot` and `dispatch_lag`."""
@@ -210,8 +227,11 @@ def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
         for metric_id, (end_col, start_col) in _LATENCY_COLUMNS.items()
     }
     connect = np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0)
-    out["dispatch_lag"] = (numeric_column(requests, "sent_ns") - numeric_column(requests, "intended_ns")
-                           - connect) / 1e9
+    out["dispatch_lag"] = (send_lag_ns(requests) - connect) / 1e9
+    intended = numeric_column(requests, "intended_ns")
+    slot = numeric_column(requests, "slot_ns") if "slot_ns" in requests.column_names else np.full(len(intended),
+                                                                                                  np.nan)
+    out["slot_wait"] = np.where(slot > intended, slot - intended, np.nan) / 1e9
     completion = numeric_column(requests, "completion_tokens")
     first_tok, last_tok = numeric_column(requests, "first_token_ns"), numeric_column(requests, "last_token_ns")
     with np.errstate(invalid="ignore", divide="ignore"):

@@ -119,8 +119,9 @@ def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, St
         metrics[metric_id] = stat(latencies[metric_id][ok_m])
         if METRICS[metric_id].failure_inclusive:
             inclusive[metric_id] = stat(latencies[metric_id][ok_m], n_failed)
-    lag = latencies["dispatch_lag"]
-    metrics["dispatch_lag"] = stat(lag[run.measured & np.isfinite(lag)])
+    for metric in ("dispatch_lag", "slot_wait"):
+        lag = latencies[metric]
+        metrics[metric] = stat(lag[run.measured & np.isfinite(lag)])
     metrics["tpot"] = stat(latencies["tpot"][ok_m])
     metrics["tps.user"] = stat(_speeds(run.requests)[ok_m])
     metrics["itl.chunk"] = stat(_pooled_itl(run))

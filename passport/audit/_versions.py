@@ -27,9 +27,11 @@ SIGNED_SINCE = "1.4"
 # the timed phase (`_counters.py`). 5: the model_listed rule warns when the model the run asked
 # for is not among the ids the server's /v1/models listed (`_probes.py`). 6: the client_calibration
 # rule warns when the client's measured CPU share is well above what its stated calibration
-# predicts (the headroom it states is then overstated).
+# predicts (the headroom it states is then overstated). 7: an open loop whose in-flight cap held 1 %
+# or more of its measured requests WARNs on achieved_rate instead of failing (the cap is the load
+# declared), with the slot waits said.
 RULES_KEY = "passport.rules"
-RULES_VERSION = 6
+RULES_VERSION = 7
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"

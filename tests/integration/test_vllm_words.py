@@ -65,3 +65,34 @@ def test_no_fail_exits_zero_and_still_says_the_verdict(simulator: SimFactory, tm
     explored = run_cli("run", *argv, "--set", "canaries=none", "--no-fail")
     assert explored.returncode == 0 and "Result is: INVALID" in explored.stdout
     assert "--no-fail: exit 0 although the run is INVALID" in explored.stderr
+
+
+@fault("vLLM's everyday `--request-rate 10 --max-concurrency 8` against a server slow enough for the cap to bind",
+       "VALID: each request's wait for a slot is in requests.parquet (slot_ns) and the results (slot_wait), the "
+       "send lag is judged from the slot, and achieved_rate WARNs naming the cap instead of blaming the client")
+def test_a_binding_cap_is_the_load_declared_measured_and_never_blamed_on_the_client(
+        simulator: SimFactory, tmp_path: Path) -> None:
+    import pyarrow.parquet as pq
+
+    # 10 requests/s of 1.1 s each want 11 in flight: the cap of 8 binds
+    url = simulator("--ttft-ms", "800", "--itl-ms", "20")
+    done = run_cli("run", "--endpoint", url, "--request-rate", "10", "--max-concurrency", "8", "--num-prompts", "80",
+                   "--input-len", "16", "--output-len", "16", "--set", "canaries=none", "--out", str(tmp_path / "out"),
+                   "--quiet", *LENIENT_FLAGS)
+    assert done.returncode == 0, done.stdout + done.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    assert passport["verdict"] == "VALID"
+    rules = {r["name"]: r for r in passport["validity"]["rules"]}
+    assert rules["achieved_rate"]["status"] == "WARN", rules["achieved_rate"]
+    assert "the in-flight cap (load.concurrency 8) held" in rules["achieved_rate"]["message"]
+    assert rules["dispatch_lag"]["status"] != "FAIL" and "other processes" not in rules["dispatch_lag"]["message"]
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    measured = requests[requests.phase == "measure"]
+    waited = measured[measured.slot_ns.notna() & (measured.slot_ns > measured.intended_ns)]
+    wait = passport["results"]["metrics"]["slot_wait"]
+    assert wait["n"] == len(waited) > 20  # most of them waited for a slot
+    # every send followed its slot (or its due time) closely: the lag left is the client's own
+    assert ((measured.sent_ns - measured[["intended_ns", "slot_ns"]].max(axis=1)) / 1e6).quantile(0.9) < 20
+    assert abs(wait["max"] - ((waited.slot_ns - waited.intended_ns).max() / 1e9)) < 1e-9
+    assert run_cli("verify", str(run)).returncode == 0

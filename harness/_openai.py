@@ -54,7 +54,10 @@ __all__ = [
 ]
 
 Api = Literal["chat", "completions"]
-OUTCOMES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
+# interrupted: in flight when the run was stopped (Ctrl-C, SIGTERM, a full disk): the harness cut
+# it, so it is neither the server's failure nor a client error (raw data from 2026-12-04 on; earlier
+# runs recorded these as client_error "run interrupted")
+OUTCOMES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error", "interrupted")
 # A request succeeded when it ended in one of these (passport.audit reads the same classes from
 # requests.parquet; tests/unit/test_exports.py keeps the two in step).
 SUCCESS_OUTCOMES = ("ok", "truncated")

@@ -46,6 +46,8 @@ from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import Schedule
 from harness._transport import Transport
 
+INTERRUPTED = "run interrupted"  # the error of a request the run's stop cut off (outcome `interrupted`)
+
 __all__ = ["PreparedRequest", "Runner", "RepetitionResult", "WorkerShare", "ProgressSink", "RecordText", "SessionTurn",
            "ResponseExpectation"]
 
@@ -353,7 +355,7 @@ class Runner:
                 if ex.withdrawn:
                     return None
                 if ex.interrupted:
-                    failure = "run interrupted"
+                    failure = INTERRUPTED
             except Exception as exc:  # a harness bug must not stop the run; it is recorded
                 failure = f"{type(exc).__name__}: {exc}"
             done = _Done(rid, rep, seq, phase, index, user, intended_ns, prepared, ex, failure, attempt=attempt,
@@ -383,8 +385,8 @@ class Runner:
         row = self._planned_fields(done)
         context_tokens = self._session_fields(done, row)
         if ex is None or failure is not None:
-            row.update(outcome="client_error", error=None if failure is None else scrub(failure),
-                       end_ns=_now() - self._t0)
+            row.update(outcome="interrupted" if failure == INTERRUPTED else "client_error",
+                       error=None if failure is None else scrub(failure), end_ns=_now() - self._t0)
             if ex is not None:
                 row.update(sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns),
                            http_status=ex.status or None, n_chunks=len(ex.sse))

@@ -18,11 +18,16 @@ __all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "ACCOUNTING_PREFIX", "count_outcome
            "found_cap_full", "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
-OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error")
+OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error",
+                   "interrupted")
 _TIMEOUT_KINDS = ("connect", "first_byte", "stall", "total")
 COUNT_NAMES = (("measured", "succeeded", "rejections", "truncations", "short_outputs", "http_errors",
                 "stream_errors", "client_errors") + tuple(f"timeouts_{k}" for k in _TIMEOUT_KINDS)
-               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES + ("retries", "accounting_errors"))
+               + ("schema_failures", "tool_failures") + CANARY_COUNT_NAMES + ("retries", "accounting_errors",
+                                                                                "interrupted"))
+# The error the harness records for a request its stop cut off (harness._runner.INTERRUPTED; a
+# test keeps the two equal): raw data before the `interrupted` outcome has it as a client_error.
+INTERRUPTED_ERROR = "run interrupted"
 # How the harness starts the error of a stream whose server accounting is impossible
 # (harness.ACCOUNTING_ERROR; a test keeps the two equal).
 ACCOUNTING_PREFIX = "server accounting"
@@ -42,9 +47,12 @@ def measured_rows(requests: pa.Table, discarded: Sequence[int]) -> np.ndarray:
 
 
 def count_outcomes(requests: pa.Table, discarded: Sequence[int] = (),
-                   accounting: bool = False) -> dict[str, int | None]:
+                   accounting: bool = False, interrupted: bool = False) -> dict[str, int | None]:
     """Failure counts kept apart (measured requests only); None = not checked by this run.
-    `accounting` (rules version 3 on): count the streams whose server accounting was impossible."""
+    `accounting` (rules version 3 on): count the streams whose server accounting was impossible.
+    `interrupted` (rules version 7 on): count the requests the run's stop cut off, apart from the
+    failures (raw data before the `interrupted` outcome recorded them as client_error "run
+    interrupted": those are counted here too, and not as client errors)."""
     outcome = object_column(requests, "outcome")
     kinds = object_column(requests, "timeout_kind")
     m = measured_rows(requests, discarded)
@@ -63,6 +71,11 @@ def count_outcomes(requests: pa.Table, discarded: Sequence[int] = (),
         "stream_errors": int((m & (outcome == "stream_error")).sum()),
         "client_errors": int((m & (outcome == "client_error")).sum()),
     }
+    if interrupted:
+        cut = (outcome == "interrupted") | ((outcome == "client_error")
+                                            & (object_column(requests, "error") == INTERRUPTED_ERROR))
+        counts["interrupted"] = int((m & cut).sum())
+        counts["client_errors"] = int((m & (outcome == "client_error") & ~cut).sum())
     for kind in _TIMEOUT_KINDS:
         counts[f"timeouts_{kind}"] = int((m & (outcome == "timeout") & (kinds == kind)).sum())
     has_checks = "check_result" in requests.column_names

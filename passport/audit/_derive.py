@@ -95,7 +95,7 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
     discarded = [d["repetition"] for d in (results["discard"] or {"discarded": []})["discarded"]]
     harness = protocol.get("harness") or {}
     rules_version = int((harness.get("libraries") or {}).get(RULES_KEY, "1"))
-    counts = count_outcomes(requests, discarded, accounting=rules_version >= 3)
+    counts = count_outcomes(requests, discarded, accounting=rules_version >= 3, interrupted=rules_version >= 7)
     canaries, canary_count = _canaries(run.canaries, protocol, state)
     counts.update(canary_count)
     declared = run.declared

@@ -106,16 +106,19 @@ def _canaries(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Val
 def _completed_and_errors(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
                           lim: ValidityLimits) -> list[RuleFigures]:
     measured, succeeded = c["measured"] or 0, c["succeeded"] or 0
-    error_rate = (measured - succeeded) / measured if measured else 0.0
+    cut = c.get("interrupted") or 0  # rules version 7 on: cut off by the run's stop, neither failed nor not
+    judged = measured - cut
+    error_rate = (judged - succeeded) / judged if judged else 0.0
     timeouts = sum(v or 0 for k, v in c.items() if k.startswith("timeouts_"))
+    said = "" if "interrupted" not in c else f"; {cut} in flight when the run was stopped, not counted"
     return [
         _rule("min_completed_requests", succeeded >= lim["min_completed_requests"], succeeded,
               lim["min_completed_requests"], f"{succeeded} measured requests succeeded",
               "lengthen load.measure or fix the failures below"),
         _rule("error_rate", error_rate <= lim["max_error_rate"], round(error_rate, 6), lim["max_error_rate"],
-              f"{measured - succeeded} of {measured} measured requests failed "
+              f"{judged - succeeded} of {judged} measured requests failed "
               f"(rejected {c['rejections']}, http {c['http_errors']}, stream {c['stream_errors']}, "
-              f"timeouts {timeouts}, client {c['client_errors']})",
+              f"timeouts {timeouts}, client {c['client_errors']}){said}",
               "lower the load, raise timeouts, or inspect requests.parquet `error` for the cause"),
     ]
 

@@ -296,7 +296,8 @@ def _check_tables(run_dir: Path, passport: dict[str, Any]) -> list[str]:
         answered = zip(requests.column("request_id").to_pylist(), requests.column("n_chunks").to_pylist(),
                        requests.column("http_status").to_pylist(), requests.column("outcome").to_pylist())
         wrong = [rid for rid, n, status, outcome in answered
-                 if n is not None and status == 200 and outcome != "client_error" and counted[rid] != n]
+                 if n is not None and status == 200 and outcome not in ("client_error", "interrupted")
+                 and counted[rid] != n]
         if wrong:
             problems.append(f"requests.parquet: {len(wrong)} requests say they had more or fewer chunks than "
                             f"chunks.parquet holds (request_id {wrong[:5]})")

@@ -29,7 +29,8 @@ SIGNED_SINCE = "1.4"
 # rule warns when the client's measured CPU share is well above what its stated calibration
 # predicts (the headroom it states is then overstated). 7: an open loop whose in-flight cap held 1 %
 # or more of its measured requests WARNs on achieved_rate instead of failing (the cap is the load
-# declared), with the slot waits said.
+# declared), with the slot waits said; and the requests in flight when a run is stopped are
+# counted apart (counts.interrupted), not as failures of error_rate.
 RULES_KEY = "passport.rules"
 RULES_VERSION = 7
 

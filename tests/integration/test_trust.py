@@ -204,6 +204,15 @@ def test_a_second_ctrl_c_still_writes_the_passport_of_what_was_recorded(
     assert f"{kept} requests recorded and kept" in stderr and "Result is: INCOMPLETE" in stdout
     assert "nothing was measured" not in stderr
     assert run_cli("verify", str(run)).returncode == 0
+    # the requests in flight when it stopped were cut by the stop, not failed by anyone: their own
+    # outcome, counted apart, and not the error_rate's failures on top of run_complete's INCOMPLETE
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    measured = requests[requests.phase == "measure"]
+    cut = int((measured.outcome == "interrupted").sum())
+    assert cut >= 1 and passport["validity"]["counts"]["interrupted"] == cut
+    assert not ((requests.outcome == "client_error") & (requests.error == "run interrupted")).any()
+    error_rate = next(r for r in passport["validity"]["rules"] if r["name"] == "error_rate")
+    assert error_rate["status"] == "PASS" and f"{cut} in flight when the run was stopped" in error_rate["message"]
 
 
 def test_the_workloads_largest_need_is_declared_before_timing_and_checked_against_the_capacity(

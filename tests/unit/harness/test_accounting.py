@@ -63,6 +63,12 @@ def test_possible_counts_pass_and_impossible_ones_are_stream_errors_naming_the_c
     outcome, error = _judged({"prompt_tokens": 1, "completion_tokens": 5000}, n_tokens=2, max_tokens=10_000)
     assert outcome == "stream_error" and "more than the stream carried" in str(error)
     assert ACCOUNTING_ERROR == ACCOUNTING_PREFIX  # the auditor counts what the harness writes
+    from harness import OUTCOMES
+    from harness._runner import INTERRUPTED
+    from passport.audit import OUTCOME_CLASSES
+    from passport.audit._counts import INTERRUPTED_ERROR
+
+    assert INTERRUPTED == INTERRUPTED_ERROR and OUTCOMES == OUTCOME_CLASSES
 
 
 @fault("a JSON event nested 100,000 deep", "a malformed event (`stream_error`), the chunks before it kept")

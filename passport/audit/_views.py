@@ -261,9 +261,14 @@ def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[
         if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
             last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
         ttft, e2e, tokens = first - start, last - start, out
+        intended = _column(requests, "intended_ns")
+        slot = _column(requests, "slot_ns") if "slot_ns" in requests.column_names else np.full(len(intended), np.nan)
+        queued = np.where(slot > intended, slot - intended, 0.0) / 1e9  # vLLM's client_queue_time: the cap's wait
         r.per_request.update(request_ids=[int(i) for i in r.ids], input_lens=[int(x) for x in np.nan_to_num(r.prompt)],
                              output_lens=[int(x) for x in np.nan_to_num(tokens)],
-                             ttfts=[float(x) / 1e9 for x in ttft], itls=[(np.diff(e) / 1e9).tolist() for e in events])
+                             ttfts=[float(x) / 1e9 for x in ttft], itls=[(np.diff(e) / 1e9).tolist() for e in events],
+                             latencies=[float(x) / 1e9 for x in e2e], start_times=[float(x) / 1e9 for x in start],
+                             queue_times=[float(x) for x in queued])
         names = ("E2EL", "ttft.any + connect")
         notes = ("starts before connecting; the first event with choices, an empty role delta included",
                  "E2EL to the last event before [DONE] (usage included)",

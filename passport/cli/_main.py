@@ -37,7 +37,7 @@ from passport.cli._exit import ExitCode
 from passport.cli._failure import DEBUG_ENV, debug_asked, report_crash
 from passport.cli._terminal import guarded_terminal
 
-__all__ = ["main", "COMMANDS"]
+__all__ = ["main", "console", "COMMANDS"]
 
 EPILOG = """\
 exit codes:
@@ -156,3 +156,26 @@ def main(argv: list[str] | None = None) -> int:
         return ExitCode.USAGE
     with guarded_terminal():  # no escape sequence a server wrote reaches a terminal
         return int(_dispatch(COMMANDS[args.command].main, args))
+
+
+def console() -> None:
+    """The `passport` command's entry point: `main`, then the interpreter's own exit steps (join
+    the threads that are not daemons, run the atexit handlers, flush stdout and stderr) and
+    `os._exit`. What it skips is the native teardown of Arrow's and DuckDB's thread pools, which
+    now and then aborts a finished command with "terminate called without an active exception"
+    (SIGABRT, exit -6: apache/arrow#34314), turning a verdict a CI system gates on into a crash.
+    `main` stays the function to call from Python: it returns and never ends the process."""
+    import atexit
+    import threading
+
+    code = main()
+    for thread in threading.enumerate():
+        if thread is not threading.main_thread() and not thread.daemon:
+            thread.join()
+    atexit._run_exitfuncs()  # noqa: SLF001 - the same handlers the interpreter would run
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a reader that left, or a stream already closed
+            pass
+    os._exit(code)

@@ -96,3 +96,32 @@ def test_an_unknown_option_shows_its_commands_usage_and_the_closest_options() ->
     far = run_cli("verify", "some/run", "--colour")
     assert far.returncode == 2 and far.stderr.startswith("usage: passport verify ")
     assert far.stderr.rstrip().endswith("unrecognized arguments: --colour (see passport verify --help)")
+
+
+def test_the_command_ends_by_os_exit_after_the_interpreters_own_exit_steps() -> None:
+    """`console` skips the native teardown that aborts a finished command now and then (exit -6),
+    so it must do the rest of what the interpreter does at exit: wait for a thread that is not a
+    daemon, run atexit handlers, deliver every byte written to a pipe, and keep the exit code."""
+    import subprocess
+    import sys
+
+    script = (
+        "import atexit, sys, threading, time\n"
+        "from passport.cli import _main\n"
+        "def fake():\n"
+        "    atexit.register(lambda: print('atexit ran'))\n"
+        "    threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
+        "    sys.stdout.write('x' * 300000 + '\\n')\n"
+        "    return 3\n"
+        "_main.main = fake\n"
+        "_main.console()\n"
+        "print('never')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    lines = done.stdout.splitlines()
+    assert (done.returncode, lines, done.stderr) == (3, ["x" * 300000, "thread done", "atexit ran"], "")
+
+
+def test_the_installed_command_is_the_console_entry_point() -> None:
+    points = metadata.entry_points(group="console_scripts")
+    assert [p.value for p in points if p.name == "passport"] == ["passport.cli:console"]

@@ -32,20 +32,15 @@ def add(sub: Any, epilog: str) -> None:
 
 def main(args: argparse.Namespace) -> ExitCode:
     spec, _, merged, overrides = load_spec_with_overrides(args)  # a bad spec is refused before the heavy imports
-    from passport.report import summary_lines
+    from passport.report import level_line, summary_lines
     from passport.run import run_sweep
 
     with Printer(args.quiet) as printer:
         outcome = run_sweep(spec, merged, overrides, args.out, **printer.kwargs())
     print(f"sweep:  {outcome.folder / 'sweep.json'}")
     print(f"report: {outcome.folder / 'report.html'}")
-    unit = "req/s" if outcome.vary == "rate" else "concurrency"
     for lv in outcome.levels:
-        ttft = "—" if lv.ttft_p99_s is None else f"{lv.ttft_p99_s * 1000:.1f} ms"
-        thr = "—" if lv.throughput_rps is None else f"{lv.throughput_rps:.3f} req/s"
-        slo = ("  SLO unknown (incomplete)" if not lv.complete and outcome.has_slo else
-               "" if lv.slo_met is None else ("  SLO met" if lv.slo_met else "  SLO missed"))
-        print(f"{unit} {lv.load:>8g}: {lv.verdict:<10} {thr:>14}  TTFT p99 {ttft:>10}{slo}")
+        print(level_line(outcome.vary, outcome.has_slo, lv))
     for line in summary_lines(outcome):
         print(line)
     return ExitCode.of(outcome.succeeded)

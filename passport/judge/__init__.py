@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         SWEEP_VERSION,
         LevelResult,
         SweepOutcome,
+        TargetCall,
         auto_concurrency,
         knee,
         load_text,
@@ -115,6 +116,7 @@ __all__ = [
     "ConditionResult",
     "GateError",
     "LevelResult",
+    "TargetCall",
     "MetricComparison",
     "SweepOutcome",
     "auto_concurrency",
@@ -154,7 +156,7 @@ _HOME = {name: module for module, names in {
     ),
     "passport.judge._sweep": (
         "SWEEP_VERSION", "LevelResult", "SweepOutcome", "auto_concurrency", "knee", "load_text", "saturation",
-        "stop_reason", "summarize_level",
+        "stop_reason", "summarize_level", "TargetCall",
     ),
 }.items() for name in names}
 

@@ -52,7 +52,7 @@ from passport.model import Passport, passport_of
 __all__ = ["INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs", "invariant_values",
            "invariant_text", "field_values", "render_comparison", "format_value", "format_p", "format_interval",
            "method_line", "MIN_EFFECT", "StatPair", "run_samples", "quantile_pair", "rate_pair", "stat_name",
-           "LATENCIES", "THROUGHPUTS", "RunSamples", "invariant_broken"]
+           "LATENCIES", "THROUGHPUTS", "RunSamples", "invariant_broken", "rate_estimate"]
 
 INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window", "cache", "validity")
 # The largest difference in the share of prompt tokens served from the prefix cache that still
@@ -264,20 +264,31 @@ def stat_name(q: float) -> str:
     return "p" + f"{q * 100:g}".replace(".", "_")
 
 
+def rate_estimate(metric: str, p: Passport, samples: RunSamples, by_repetition: bool) -> Estimate | None:
+    """The mean of a rate in one run with its error: over the run's repetitions (`by_repetition`,
+    2+ of them), else over its equal time slices; None when the run has neither."""
+    figures = p.results["metrics"].get(metric)
+    mean = figures["mean"] if figures else None
+    if figures is None or mean is None:
+        return None
+    if by_repetition:
+        return mean_estimate(mean, figures["std"] or 0.0, figures["n"])
+    if metric not in samples.rates:
+        return None
+    slices = samples.rates[metric]
+    return mean_estimate(mean, float(np.std(slices, ddof=1)), len(slices))
+
+
 def rate_pair(metric: str, base_p: Passport, other_p: Passport, base: RunSamples, other: RunSamples) -> StatPair:
     """The mean of a rate in both runs: tested over repetitions where each run has 2+, else over
     equal time slices of the window."""
     b, o = base_p.results["metrics"].get(metric), other_p.results["metrics"].get(metric)
     b_mean, o_mean = (b["mean"] if b else None), (o["mean"] if o else None)
-    if base.by_repetition and other.by_repetition and b is not None and o is not None \
-            and b_mean is not None and o_mean is not None:
-        return StatPair(b_mean, o_mean, (mean_estimate(b_mean, b["std"] or 0.0, b["n"]),
-                                         mean_estimate(o_mean, o["std"] or 0.0, o["n"])))
-    if metric not in base.rates or metric not in other.rates or b_mean is None or o_mean is None:
+    both = base.by_repetition and other.by_repetition
+    b_est, o_est = rate_estimate(metric, base_p, base, both), rate_estimate(metric, other_p, other, both)
+    if b_est is None or o_est is None:
         return StatPair(b_mean, o_mean, None, f"not testable (needs {_SLICES}+ completed requests per run)")
-    b_slices, o_slices = base.rates[metric], other.rates[metric]
-    return StatPair(b_mean, o_mean, (mean_estimate(b_mean, float(np.std(b_slices, ddof=1)), len(b_slices)),
-                                     mean_estimate(o_mean, float(np.std(o_slices, ddof=1)), len(o_slices))))
+    return StatPair(b_mean, o_mean, (b_est, o_est))
 
 
 def _row(metric: str, stat: str, pair: StatPair) -> tuple[MetricComparison, Test | None]:

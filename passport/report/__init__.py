@@ -41,7 +41,7 @@ if TYPE_CHECKING:
         run_report_blocks,
         slo_lines,
     )
-    from passport.report._sweep_report import summary_lines, sweep_blocks
+    from passport.report._sweep_report import level_line, summary_lines, sweep_blocks
 
 __all__ = [
     "CDF_METRICS",
@@ -68,6 +68,7 @@ __all__ = [
     "junit_gate",
     "baseline_line",
     "latency_cdfs",
+    "level_line",
     "ms",
     "render_reports",
     "run_report_blocks",
@@ -106,7 +107,7 @@ _HOME = {name: module for module, names in {
         "run_report_blocks", "slo_lines",
     ),
     "passport.report._sweep_report": (
-        "summary_lines", "sweep_blocks",
+        "level_line", "summary_lines", "sweep_blocks",
     ),
 }.items() for name in names}
 

@@ -155,13 +155,18 @@ def run_sweep(
     return outcome
 
 
+def _level_json(lv: LevelResult) -> dict[str, Any]:
+    """A level as sweep.json keeps it: its fields, its throughput's 95 % interval and its SLO call."""
+    return {**asdict(lv), "throughput_interval": lv.throughput_interval, "slo_call": lv.slo_call}
+
+
 def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
     data = {
         "sweep_version": SWEEP_VERSION, "name": spec.name,
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
         "vary": outcome.vary, "slo": spec.slo, "sweep": (spec.sweep or SweepSpec()).model_dump(mode="json"),
-        "probe": asdict(outcome.probe) if outcome.probe else None,
-        "levels": [asdict(lv) for lv in outcome.levels], "not_run": outcome.not_run,
+        "probe": _level_json(outcome.probe) if outcome.probe else None,
+        "levels": [_level_json(lv) for lv in outcome.levels], "not_run": outcome.not_run,
         "knee": outcome.knee, "knee_note": outcome.knee_note,
         "saturation": outcome.saturation, "saturation_note": outcome.saturation_note,
         "stopped_early": outcome.stop_reason,

@@ -38,8 +38,10 @@ def test_rate_sweep_finds_the_knee_saturation_and_stops_when_over_saturated(
     url = simulator(*SIM)
     spec = write_spec({
         "name": "rates", "endpoint": {"base_url": url}, "workload": WORKLOAD,
-        "load": {"pattern": "poisson", "rate_per_s": 1, "warmup": {"requests": 2}, "measure": {"duration_s": 1.5}},
-        "slo": {"ttft.any.p90": "60ms"}, "validity": LENIENT_CLIENT,
+        # 40 requests a level: a p90 target needs 35 to be called met (passport.judge._level_noise)
+        "load": {"pattern": "poisson", "rate_per_s": 1, "warmup": {"requests": 2}, "measure": {"requests": 40}},
+        # 20 ms to the first token below capacity; far beyond 100 ms once requests queue past it
+        "slo": {"ttft.any.p90": "100ms"}, "validity": LENIENT_CLIENT,
         "sweep": {"vary": "rate", "levels": [10, 20, 60, 120, 240], "stop_when": {"achieved_fraction_below": 0.6}},
     })
     result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
@@ -50,6 +52,9 @@ def test_rate_sweep_finds_the_knee_saturation_and_stops_when_over_saturated(
     assert sorted(levels) == [10, 20, 60, 120] and summary["not_run"] == [240]
     assert "achieved_fraction_below" in summary["stopped_early"]
     assert summary["knee"] == 20 and levels[20]["slo_met"] and not levels[60]["slo_met"]
+    calls = {lv["load"]: lv["slo_targets"][0]["call"] for lv in summary["levels"]}
+    assert calls == {10: "met", 20: "met", 60: "missed", 120: "missed"}
+    assert "(95% interval" in summary["saturation_note"] and summary["sweep_version"] == 2
     assert summary["saturation"] == 60
     # past saturation the achieved throughput is the engine's capacity, 41.7 requests/s
     assert 30 < levels[120]["throughput_rps"] < 44
@@ -70,8 +75,10 @@ def test_auto_concurrency_sweep_doubles_until_throughput_stops_growing(
     url = simulator(*SIM)
     spec = write_spec({
         "name": "users", "endpoint": {"base_url": url}, "workload": WORKLOAD,
-        "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 24}}, "validity": LENIENT_CLIENT,
-        "sweep": {"vary": "concurrency", "levels": "auto", "auto": {"max_levels": 6}},
+        # three repetitions a level: 24 requests alone are too few for ten time slices to tell a flat
+        # step from a 10 % gain (each slice holds 2 or 4 completions); see the test below
+        "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 24}, "repetitions": 3},
+        "validity": LENIENT_CLIENT, "sweep": {"vary": "concurrency", "levels": "auto", "auto": {"max_levels": 6}},
     })
     result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr  # no SLO declared: no knee, not a failure
@@ -81,6 +88,29 @@ def test_auto_concurrency_sweep_doubles_until_throughput_stops_growing(
     assert summary["not_run"] == [8, 16, 32]
     assert 17 < thr[1] < 21.5 and 34 < thr[2] < 43 and thr[4] < thr[2] * 1.1
     assert summary["saturation"] == 2 and summary["knee"] is None and "no SLO declared" in summary["knee_note"]
+    assert {lv["repetitions"] for lv in summary["levels"]} == {3}
+    assert {lv["throughput_basis"] for lv in summary["levels"]} == {"repetitions"}
+
+
+def test_one_short_window_a_level_calls_no_saturation_and_says_what_would(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    """The same engine and levels, one window of 24 requests each: the flat step 2 -> 4 is inside
+    the noise of ten slices of 2 or 4 completions, so saturation is not called (it was, on these
+    single noisy runs, before sweep version 2) and the summary says what would tell."""
+    url = simulator(*SIM)
+    spec = write_spec({
+        "name": "short", "endpoint": {"base_url": url}, "workload": WORKLOAD,
+        "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 24}}, "validity": LENIENT_CLIENT,
+        "sweep": {"vary": "concurrency", "levels": [1, 2, 4]},
+    })
+    result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads((_sweep_dir(tmp_path / "out") / "sweep.json").read_text())
+    assert summary["saturation"] is None
+    assert summary["saturation_note"].startswith("not called: going from concurrency 2 to 4")
+    assert "load.repetitions: 3 would tell" in summary["saturation_note"]
+    assert "saturation: none called (not called: going from concurrency 2 to 4" in result.stdout
 
 
 def test_sweep_levels_are_validated(write_spec: WriteSpec, tmp_path: Path) -> None:

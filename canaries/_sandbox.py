@@ -8,8 +8,8 @@ hostile code. It runs in a bubblewrap (`bwrap`) sandbox:
   directory, `/etc`, the repository and every other path do not exist inside;
 - a private size-bounded tmpfs as `/tmp` and as the working directory, so writes cannot reach
   the host's disk;
-- an unprivileged user with no capabilities (uid 65534 via `setpriv` when the harness runs as
-  root, else a user namespace) and `no_new_privs`;
+- an unprivileged user with no capabilities (via `setpriv` when the harness runs as root: a uid
+  of its own, drawn at random above 10^9; else a user namespace) and `no_new_privs`;
 - resource limits set before the answer runs: processes (RLIMIT_NPROC, against fork bombs),
   address space, CPU seconds, file size, open files, no core dumps;
 - a wall-clock timeout that kills the sandbox's PID 1, which takes every process in it along.
@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -42,7 +43,10 @@ __all__ = ["SandboxResult", "SandboxUnavailable", "run_python", "extract_code", 
 
 _PASSED = "CANARY-TESTS-PASSED"
 _FENCE = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
-_NOBODY = 65534
+# As root, each sandbox drops to a user of its own, drawn from this range: RLIMIT_NPROC counts
+# every process of a uid, so a shared one (nobody) let one sandbox's fork bomb starve another
+# sandbox running beside it (EAGAIN on fork, seen with tests in parallel). No such user exists.
+_UID_LOW, _UID_SPAN = 1_000_000_000, 1_000_000_000
 _TMPFS_BYTES = 64 * 2**20
 _OUTPUT_BYTES = 2000
 
@@ -105,11 +109,12 @@ def _argv(case_dir: Path, program: list[str]) -> list[str]:
              "--chdir", "/work", "--clearenv", "--setenv", "PATH", "/usr/bin:/bin", "--setenv", "LANG", "C.UTF-8",
              "--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
     if os.geteuid() == 0:
-        # as root bwrap keeps the real uid 0, which RLIMIT_NPROC exempts: drop to nobody, for real
+        # as root bwrap keeps the real uid 0, which RLIMIT_NPROC exempts: drop to a user of its own, for real
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             raise SandboxUnavailable("running as root needs util-linux's setpriv to drop to an unprivileged user")
-        return [*argv, "--", setpriv, f"--reuid={_NOBODY}", f"--regid={_NOBODY}", "--clear-groups",
+        uid = _UID_LOW + secrets.randbelow(_UID_SPAN)
+        return [*argv, "--", setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups",
                 "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs", *program]
     return [*argv, "--unshare-user", "--disable-userns", "--cap-drop", "ALL", "--", *program]
 

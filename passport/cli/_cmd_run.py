@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,14 @@ def add(sub: Any, epilog: str) -> None:
 
 
 def main(args: argparse.Namespace) -> ExitCode:
-    spec, raw, _, overrides = load_spec_with_overrides(args)  # a bad spec is refused before the heavy imports
+    spec, raw, merged, overrides = load_spec_with_overrides(args)  # a bad spec is refused before the heavy imports
+    if args.flag_sweep is not None:  # a list of loads, or guidellm's --rate-type sweep: one run per level
+        from passport.cli._cmd_sweep import run_levels
+
+        if not args.quiet:
+            print(f"passport: {args.flag_sweep['flag']} gives several load levels: running them as a sweep "
+                  "(as `passport sweep`), one passport per level", file=sys.stderr)
+        return run_levels(args, spec, merged, overrides)
     from passport.report import headline_lines
     from passport.run import execute
 

@@ -13,8 +13,10 @@ from typing import Any
 __all__ = ["save_result"]
 
 
-def save_result(args: argparse.Namespace, folder: Path) -> Path:
-    """Write the result JSON of the run in `folder` (read through the door); returns its path."""
+def save_result(args: argparse.Namespace, folder: Path, level: str | None = None) -> Path:
+    """Write the result JSON of the run in `folder` (read through the door); returns its path.
+    `level`: a sweep level's run name, added to --result-filename so each level keeps its file
+    (vLLM's own default name already differs by rate and concurrency)."""
     from passport.audit import Trust, open_run, tool_view
     from passport.audit._vllm_result import percentile_word, vllm_result, vllm_result_name
     from passport.cli._vocabulary import percentile_metrics, percentiles
@@ -42,6 +44,9 @@ def save_result(args: argparse.Namespace, folder: Path) -> Path:
     result = vllm_result(view, settings, metrics, chosen, args.save_detailed, texts)
     result["passport"] = {"run": str(folder), "content_sha256": run.data.get("content_sha256")}
     name = args.result_filename or vllm_result_name(args.label or backend, request_rate, max_concurrency, model, date)
+    if args.result_filename and level is not None:
+        stem, dot, suffix = name.rpartition(".")
+        name = f"{stem}-{level}.{suffix}" if dot else f"{name}-{level}"
     path = Path(args.result_dir or ".") / name
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(result))

@@ -75,13 +75,13 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
     group.add_argument("--api", choices=["chat", "completions"],
                        help="endpoint.api (default chat: the server applies its chat template; completions sends "
                             "the prompt as is, as vLLM's bench serve does by default)")
-    group.add_argument("--concurrency", "--max-concurrency", type=int, metavar="N",
+    group.add_argument("--concurrency", "--max-concurrency", type=_levels, metavar="N[,N...]",
                        help="N users in a closed loop; with --rate, a cap on requests in flight (vLLM's and "
-                            "SGLang's --max-concurrency)")
-    group.add_argument("--rate", "--request-rate", type=float, metavar="R",
+                            "SGLang's --max-concurrency); a list (1,2,4,8) runs a sweep, one level each")
+    group.add_argument("--rate", "--request-rate", type=_levels, metavar="R[,R...]",
                        help="an open loop of R requests per second (vLLM's and SGLang's --request-rate); inf: every "
                             "request at once, i.e. a closed loop of --concurrency users, or of all --num-prompts "
-                            "without it")
+                            "without it; a list (1,2,4,inf) runs a sweep, one level each")
     group.add_argument("--arrival", choices=["poisson", "constant", "gamma"],
                        help="the open loop's arrival process (default: poisson)")
     group.add_argument("--workers", metavar="N|auto",
@@ -101,11 +101,76 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
                             "(--set decoding.temperature=0 --set canaries=none); repeatable")
 
 
+def _levels(text: str) -> list[float]:
+    """`--concurrency 8` or `--concurrency 1,2,4,8`; `--rate 2.5` or `--rate 1,2,4,inf`."""
+    try:
+        values = [float(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number, or numbers separated by commas (1,2,4,8)") \
+            from None
+    if any(v != v for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: nan is not a load")
+    return values
+
+
+GUIDELLM_SWEEP_SIZE = 10  # guidellm's --rate-type sweep without --rate: 10 benchmarks
+
+
+def _flag_sweep(args: argparse.Namespace) -> None:
+    """A list given to --concurrency or --rate (or guidellm's --rate-type sweep) as a sweep:
+    `args.flag_sweep` holds the sweep's fields, and the single-valued flags hold the first level
+    (the base load each level changes); without a list, the flags hold their one value."""
+    from passport._errors import SpecError
+
+    users, rate = getattr(args, "concurrency", None), getattr(args, "rate", None)
+    args.flag_sweep = None
+    if getattr(args, "rate_type", None) == "sweep":
+        size = GUIDELLM_SWEEP_SIZE if rate is None else rate[0]
+        if rate is not None and (len(rate) > 1 or size != int(size) or size < 3):
+            raise SpecError("--rate-type sweep --rate N: N is the number of benchmarks, 3 or more (guidellm's "
+                            "sweep size; default 10)")
+        if users is not None:
+            raise SpecError("--rate-type sweep: its levels are rates from the synchronous to the throughput probe; "
+                            "drop --max-concurrency, or sweep a list of rates with --request-rate R1,R2,...")
+        # guidellm's sweep: constant-rate levels unless --arrival says otherwise; the base load
+        # (which every level replaces) is the synchronous one
+        args.flag_sweep = {"vary": "rate", "levels": "auto", "interpolate": int(size) - 2,
+                           "arrival": getattr(args, "arrival", None) or "constant",
+                           "flag": f"--rate-type sweep --rate {int(size)}"}
+        args.rate, args.arrival = None, None
+        return
+    if users is not None and rate is not None and len(users) > 1 and len(rate) > 1:
+        raise SpecError("--concurrency and --rate are both lists: sweep one of them (the other, one value, "
+                        "stays fixed)")
+    if users is not None and len(users) > 1:
+        if rate is not None:
+            raise SpecError("--concurrency N1,N2,... with --rate: a list of caps under one rate is not a sweep "
+                            "passport runs; sweep the rate (--rate R1,R2,... --max-concurrency N) or the users "
+                            "(--concurrency N1,N2,... alone)")
+        args.flag_sweep = {"vary": "concurrency", "levels": users, "flag": "--concurrency " + _listed(users)}
+        args.concurrency = users[0]
+    elif users is not None:
+        args.concurrency = users[0]
+    if users is not None and (args.concurrency < 1 or args.concurrency != int(args.concurrency)):
+        raise SpecError(f"--concurrency {_listed(users)}: give whole numbers of users, 1 or more")
+    if users is not None:
+        args.concurrency = int(args.concurrency)
+    if rate is not None and len(rate) > 1:
+        args.flag_sweep = {"vary": "rate", "levels": rate, "flag": "--rate " + _listed(rate)}
+    if rate is not None:
+        args.rate = rate[0]
+
+
+def _listed(values: list[float]) -> str:
+    return ",".join(f"{v:g}" for v in values)
+
+
 def _their_load(args: argparse.Namespace) -> None:
     """guidellm's --rate-type and its window flags, and vLLM's defaults, as passport's own load
     flags on `args` (what each means: passport.cli._vocabulary.VOCABULARY)."""
     from passport._errors import SpecError
 
+    _flag_sweep(args)
     kind, rate = getattr(args, "rate_type", None), getattr(args, "rate", None)
     if kind == "synchronous":
         args.concurrency, args.rate = 1, None
@@ -119,10 +184,12 @@ def _their_load(args: argparse.Namespace) -> None:
         if rate is None:
             raise SpecError(f"--rate-type {kind}: give the requests per second as --rate R")
         args.arrival = kind
+    args.given_as = {}  # our flag's dest -> their flag, so the passport records the flag as given
     for theirs, ours in (("max_seconds", "duration"), ("max_requests", "num_prompts"),
                          ("random_input_len", "input_len"), ("random_output_len", "output_len")):
         if getattr(args, theirs, None) is not None:
             setattr(args, ours, getattr(args, theirs))
+            args.given_as[ours] = "--" + theirs.replace("_", "-")
     ratio = getattr(args, "random_range_ratio", None)
     if ratio:  # vLLM's range ratio spreads --input-len and --output-len too
         args.random_input_len, args.random_output_len = args.input_len, args.output_len
@@ -178,13 +245,15 @@ def _load_flags(args: argparse.Namespace, raw: dict[str, Any], patch: Any) -> No
     prompts, seconds = getattr(args, "num_prompts", None), getattr(args, "duration", None)
     if prompts is not None and seconds is not None:
         raise SpecError("give --num-prompts or --duration, not both")
+    given = getattr(args, "given_as", {})
     if prompts is not None:
-        patch("load.measure", {"requests": prompts}, "--num-prompts")
+        patch("load.measure", {"requests": prompts}, given.get("num_prompts", "--num-prompts"))
     if seconds is not None:
-        patch("load.measure", {"duration_s": seconds}, "--duration")
+        patch("load.measure", {"duration_s": seconds}, given.get("duration", "--duration"))
     for flag, field in (("input_len", "workload.input_tokens"), ("output_len", "workload.output_tokens")):
         if getattr(args, flag, None) is not None:
-            patch(field, {"dist": "fixed", "value": getattr(args, flag)}, f"--{flag.replace('_', '-')}")
+            patch(field, {"dist": "fixed", "value": getattr(args, flag)},
+                  given.get(flag, f"--{flag.replace('_', '-')}"))
     workers = getattr(args, "workers", None)
     if workers is not None:
         if workers != "auto" and not workers.isdigit():
@@ -266,7 +335,8 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
                         "--target) and the load, e.g. --concurrency N or --rate R (see passport run --help)")
     else:
         raw, source = {}, "from the command line"
-        if getattr(args, "concurrency", None) is None and getattr(args, "rate", None) is None:
+        if getattr(args, "concurrency", None) is None and getattr(args, "rate", None) is None \
+                and getattr(args, "flag_sweep", None) is None:
             # vLLM's bench serve's default: --request-rate inf, every prompt at once (1000 of them)
             args.rate = float("inf")
             if getattr(args, "num_prompts", None) is None and getattr(args, "duration", None) is None:
@@ -297,10 +367,27 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
                             "e.g. 1,2,4,8, or auto") from None
         patch("sweep.levels", levels, "--levels")
     _load_flags(args, raw, patch)
+    flagged = getattr(args, "flag_sweep", None)
+    if flagged is not None:
+        patch("sweep.vary", flagged["vary"], flagged["flag"])
+        levels = flagged["levels"]
+        patch("sweep.levels", levels if levels == "auto" else [_level_value(x) for x in levels], flagged["flag"])
+        if "interpolate" in flagged:
+            patch("sweep.auto.interpolate", flagged["interpolate"], flagged["flag"])
+            patch("sweep.arrival", flagged["arrival"], flagged["flag"])
+            if not isinstance(raw.get("load"), dict):  # a base load every level replaces: uncapped, open
+                base = f"{flagged['flag']} (the base load; every level sets its own)"
+                patch("load.pattern", flagged["arrival"], base)
+                patch("load.rate_per_s", 1.0, base)
     merged = with_overrides(raw, overrides)
     if overrides or args.spec is None:
         spec = parse_spec(merged, source)
     return spec, raw, merged, overrides
+
+
+def _level_value(value: float) -> float | str:
+    """A level as the spec writes it: a number, or "inf" (JSON has no infinity)."""
+    return "inf" if value == float("inf") else value
 
 
 class RichProgress:

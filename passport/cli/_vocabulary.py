@@ -60,6 +60,9 @@ VOCABULARY: tuple[Borrowed, ...] = (
              "neither --request-rate nor --max-concurrency is given and no spec is, as in vLLM"),
     Borrowed(VLLM, "--max-concurrency N", "load.concurrency", "with a finite --request-rate: a cap on requests in "
              "flight; the requests that waited for a slot, and how long, are measured and reported"),
+    Borrowed(VLLM, "--request-rate 1,2,4,inf / --max-concurrency 1,2,4,8", "sweep.vary, sweep.levels",
+             "a list (vLLM takes one value per invocation) runs a sweep: one run and passport per level, and the knee "
+             "and saturation called only where they stand out from the levels' noise; inf is the last rate level"),
     Borrowed(VLLM, "--burstiness B", "load.pattern gamma, load.burstiness", "1: poisson"),
     Borrowed(VLLM, "--num-warmups N", "load.warmup.requests", "warm-up requests are of the workload (not the first "
              "prompt repeated) and every one is answered before the window opens (barrier)"),
@@ -82,6 +85,10 @@ VOCABULARY: tuple[Borrowed, ...] = (
     Borrowed(GUIDELLM, "--rate-type constant|poisson --rate R", "load.pattern, load.rate_per_s"),
     Borrowed(GUIDELLM, "--rate-type throughput", "load.pattern closed", "every request at once: a closed loop of "
              "--rate users (default: all --max-requests)"),
+    Borrowed(GUIDELLM, "--rate-type sweep --rate N", "sweep.vary rate, sweep.auto.interpolate N - 2, sweep.arrival "
+             "constant", "a synchronous probe, a throughput probe (a closed loop of sweep.auto.probe_concurrency "
+             "users, 32, where guidellm sends everything at once up to 512), then N - 2 constant rates evenly between "
+             "their rates; each is a run with its own passport"),
     Borrowed(GUIDELLM, "--max-seconds S", "load.measure.duration_s"),
     Borrowed(GUIDELLM, "--max-requests N", "load.measure.requests"),
     Borrowed(GUIDELLM, "--warmup-percent F", "load.warmup.requests", "F of --max-requests, sent before the window "
@@ -172,9 +179,11 @@ def add_borrowed_options(command: argparse.ArgumentParser) -> None:
     guide.add_argument("--target", metavar="URL", help="the server (guidellm's --target): endpoint.base_url")
     guide.add_argument("--data", metavar="SPEC", dest="data_lengths",
                        help="\"prompt_tokens=N,output_tokens=M\" (with _stdev, _min, _max): the lengths")
-    guide.add_argument("--rate-type", choices=["synchronous", "concurrent", "throughput", "constant", "poisson"],
+    guide.add_argument("--rate-type",
+                       choices=["synchronous", "concurrent", "throughput", "constant", "poisson", "sweep"],
                        help="the load: synchronous (one at a time), concurrent (--rate users), throughput (all at "
-                            "once), constant or poisson (--rate requests/s)")
+                            "once), constant or poisson (--rate requests/s), sweep (--rate N benchmarks from the "
+                            "synchronous to the saturation rate, default 10)")
     guide.add_argument("--max-seconds", type=float, metavar="S", help="measure for S seconds")
     guide.add_argument("--max-requests", type=int, metavar="N", help="measure N requests")
     guide.add_argument("--warmup-percent", type=float, metavar="F", help="a share F of the requests as warm-up")

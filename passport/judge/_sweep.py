@@ -84,6 +84,7 @@ class SweepOutcome:
     levels: list[LevelResult] = field(default_factory=list)
     not_run: list[float] = field(default_factory=list)
     probe: LevelResult | None = None
+    synchronous_probe: LevelResult | None = None  # auto.interpolate: the probe at concurrency 1
     knee: float | None = None
     knee_note: str = ""
     saturation: float | None = None
@@ -189,15 +190,15 @@ def saturation(sweep: SweepSpec, vary: str, levels: list[LevelResult]) -> tuple[
             rel = None if limits is None or not lv.throughput_rps else (limits[1] / lv.throughput_rps)
             high = None if rel is None else lv.achieved_fraction * rel
             said = (f"at {lv.load:g} req/s offered, completions came at {lv.achieved_fraction:.0%} of the offered rate"
-                    + ("" if high is None else f" (95% interval up to {high:.0%})"))
+                    + ("" if high is None else f", 95% interval up to {high:.0%}"))
             if high is not None and high < sweep.saturation_fraction:
-                return lv.load, said + f" (< {sweep.saturation_fraction:.0%})"
+                return lv.load, said + f", under {sweep.saturation_fraction:.0%}"
             if lv.achieved_fraction < sweep.saturation_fraction:
                 unclear.append(said)
         if not done:
             return None, "not judged: no level completed"
         if unclear:
-            return None, (f"not called: {unclear[0]}, under {sweep.saturation_fraction:.0%} but not clearly "
+            return None, (f"not called: {unclear[0]}: under {sweep.saturation_fraction:.0%}, but not clearly "
                           f"({_noise_hint(done[-1])}){unjudged}")
         return None, f"every complete level kept up with its offered rate{unjudged}"
     if len(done) < 2:

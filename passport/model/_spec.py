@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import copy
 import difflib
+import math
 import os
 import shlex
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, Protocol, Self
+from typing import Annotated, Any, Literal, Protocol, Self
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_serializer, field_validator, model_validator
 
 from harness import LimitsSpec, LoadSpec, TimeoutSpec, scrub
 from passport._errors import SpecError
@@ -171,6 +172,11 @@ class SweepAutoSpec(_Strict):
     fractions: list[float] = Field(
         default_factory=lambda: [0.25, 0.5, 0.75, 0.9, 1.0, 1.1],
         description="rate: levels as fractions of the probed saturation rate.")
+    interpolate: int | None = Field(
+        None, ge=1, le=64,
+        description="rate: instead of `fractions`, a synchronous probe (concurrency 1) too, and this many rates "
+                    "evenly spaced from its rate to the saturation rate, its own left out (guidellm's "
+                    "--rate-type sweep --rate N: N - 2).")
 
 
 class SweepStopSpec(_Strict):
@@ -194,7 +200,13 @@ class SweepSpec(_Strict):
 
     vary: Literal["rate", "concurrency"] = Field(
         "concurrency", description="rate: open loop at load.pattern; concurrency: closed loop.")
-    levels: list[float] | Literal["auto"] = Field("auto", description="Explicit levels, ascending, or auto.")
+    levels: list[Annotated[float, Field(allow_inf_nan=True)]] | Literal["auto"] = Field(
+        "auto", description="Explicit levels, ascending, or auto. vary: rate takes inf as its last level: every "
+                            "request at once (a closed loop of load.concurrency users, or of all the measured "
+                            "requests), vLLM's --request-rate inf.")
+    arrival: Literal["poisson", "constant", "gamma"] | None = Field(
+        None, description="rate: the levels' arrival process (default: load.pattern when it is an open loop, else "
+                          "poisson).")
     auto: SweepAutoSpec = Field(default_factory=SweepAutoSpec, description="How `levels: auto` picks the load levels.")
     saturation_fraction: float = Field(
         0.9, gt=0, le=1, description="rate: saturated once completions/s fall below this fraction of offered.")
@@ -209,13 +221,32 @@ class SweepSpec(_Strict):
                           "prompt cache carries nothing from one level to the next; false: every level sends "
                           "the same prompts.")
 
+    @field_validator("levels", mode="before")
+    @classmethod
+    def _infinity(cls, value: Any) -> Any:
+        """YAML and JSON write an infinite rate as the word: inf."""
+        if isinstance(value, list):
+            return [float("inf") if isinstance(v, str) and v.strip().lower() in ("inf", "infinity") else v
+                    for v in value]
+        return value
+
+    @field_serializer("levels")
+    def _inf_as_word(self, value: list[float] | str) -> list[float | str] | str:
+        return value if isinstance(value, str) else ["inf" if math.isinf(v) else v for v in value]
+
     @field_validator("levels")
     @classmethod
     def _ascending(cls, value: list[float] | str) -> list[float] | str:
         if isinstance(value, list):
-            if not value or any(v <= 0 for v in value) or sorted(value) != value or len(set(value)) != len(value):
+            if not value or any(not v > 0 for v in value) or sorted(value) != value or len(set(value)) != len(value):
                 raise ValueError("levels must be positive, distinct and ascending, e.g. [1, 2, 4, 8]")
         return value
+
+    @model_validator(mode="after")
+    def _infinite_rate_only(self) -> SweepSpec:
+        if isinstance(self.levels, list) and self.vary == "concurrency" and any(math.isinf(v) for v in self.levels):
+            raise ValueError("levels: inf is a rate (every request at once); concurrency levels are whole numbers")
+        return self
 
 
 class CostSpec(_Strict):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import datetime as dt
 import json
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -61,12 +62,19 @@ def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name
         base = spec.workload.seed if spec.workload.seed is not None else spec.load.seed
         out["workload"] = {**(out.get("workload") or {}), "seed": base + number}
     load = dict(out.get("load") or {})
-    if vary == "concurrency":
+    sweep = spec.sweep or SweepSpec()
+    if vary == "concurrency" or math.isinf(level):
+        # inf: every request due at once, as vLLM's --request-rate inf: a closed loop of the
+        # declared cap, or of every measured request
+        users = level if vary == "concurrency" else (spec.load.concurrency or spec.load.measure.requests)
+        if users is None:
+            raise SpecError("sweep level inf sends every request at once: set load.concurrency (the users) or "
+                            "load.measure.requests (all of them at once)")
         load["pattern"] = "closed"
-        load["concurrency"] = int(level)
+        load["concurrency"] = int(users)
         load.pop("rate_per_s", None)
     else:
-        load["pattern"] = spec.load.pattern if spec.load.open_loop else "poisson"
+        load["pattern"] = sweep.arrival or (spec.load.pattern if spec.load.open_loop else "poisson")
         load["rate_per_s"] = float(level)
     out["load"] = load
     return out
@@ -79,6 +87,19 @@ def _position(done: int, planned: int, started: float) -> str:
     left_s = (time.monotonic() - started) / done * (planned - done)
     left = f"{left_s / 60:.0f} min" if left_s >= 90 else f"{left_s:.0f} s"
     return f" (level {done + 1} of {planned}; about {left} left at the pace so far, more if higher loads run longer)"
+
+
+# The workload seed offset of the synchronous probe (the saturation probe is 0, levels 1, 2, ...):
+# distinct from every level's, so no level finds its prompts in the engine's cache.
+_SYNCHRONOUS_PROBE = 1000
+
+
+def _probed(probe: LevelResult, which: str, folder: Path) -> float:
+    """The probe's throughput; PassportError when it completed nothing."""
+    if not probe.throughput_rps:
+        raise PassportError(f"the {which} probe completed no request ({probe.verdict}); see "
+                            f"{folder / 'levels' / probe.run}")
+    return probe.throughput_rps
 
 
 def run_sweep(
@@ -117,19 +138,27 @@ def run_sweep(
         if sweep.levels != "auto":
             planned = list(sweep.levels)
         elif vary == "rate":
+            low_rps = 0.0
+            if sweep.auto.interpolate:
+                synchronous = run_level(1.0, f"{spec.name}-probe-c1", "concurrency", _SYNCHRONOUS_PROBE)
+                outcome.synchronous_probe = synchronous
+                low_rps = _probed(synchronous, "synchronous", folder)
             probe_c = sweep.auto.probe_concurrency
             probe = run_level(float(probe_c), f"{spec.name}-probe-c{probe_c}", "concurrency", 0)
             outcome.probe = probe
-            if not probe.throughput_rps:
-                raise PassportError(f"the saturation probe completed no request ({probe.verdict}); "
-                                    f"see {folder / 'levels' / probe.run}")
-            planned = [round(f * probe.throughput_rps, 3) for f in sweep.auto.fractions]
-            say(f"probe: saturation near {probe.throughput_rps:.3f} req/s; levels {planned}")
+            high_rps = _probed(probe, "saturation", folder)
+            if sweep.auto.interpolate:
+                # guidellm's sweep: evenly from the synchronous rate to the saturation rate, the first left out
+                steps = sweep.auto.interpolate
+                planned = sorted({round(low_rps + (high_rps - low_rps) * (i + 1) / steps, 3) for i in range(steps)})
+            else:
+                planned = [round(f * high_rps, 3) for f in sweep.auto.fractions]
+            say(f"probe: saturation near {high_rps:.3f} req/s; levels {planned}")
         else:
             planned = auto_concurrency(sweep)
         started = time.monotonic()
         for i, level in enumerate(planned):
-            tag = f"c{level:g}" if vary == "concurrency" else f"r{level:g}"
+            tag = f"c{level:g}" if vary == "concurrency" else f"r{level:g}"  # r inf: every request at once
             result = run_level(level, f"{spec.name}-{tag}", vary, i + 1, _position(i, len(planned), started))
             outcome.levels.append(result)
             reason = stop_reason(sweep, vary, result)
@@ -157,16 +186,20 @@ def run_sweep(
 
 def _level_json(lv: LevelResult) -> dict[str, Any]:
     """A level as sweep.json keeps it: its fields, its throughput's 95 % interval and its SLO call."""
-    return {**asdict(lv), "throughput_interval": lv.throughput_interval, "slo_call": lv.slo_call}
+    return {**asdict(lv), "load": "inf" if math.isinf(lv.load) else lv.load,
+            "throughput_interval": lv.throughput_interval, "slo_call": lv.slo_call}
 
 
 def _write(outcome: SweepOutcome, spec: RunSpec) -> None:
     data = {
         "sweep_version": SWEEP_VERSION, "name": spec.name,
         "created_utc": dt.datetime.now(dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
-        "vary": outcome.vary, "slo": spec.slo, "sweep": (spec.sweep or SweepSpec()).model_dump(mode="json"),
+        "vary": outcome.vary, "slo": spec.slo,
+        "sweep": (spec.sweep or SweepSpec()).model_dump(mode="json"),
         "probe": _level_json(outcome.probe) if outcome.probe else None,
-        "levels": [_level_json(lv) for lv in outcome.levels], "not_run": outcome.not_run,
+        "synchronous_probe": _level_json(outcome.synchronous_probe) if outcome.synchronous_probe else None,
+        "levels": [_level_json(lv) for lv in outcome.levels],
+        "not_run": ["inf" if math.isinf(x) else x for x in outcome.not_run],
         "knee": outcome.knee, "knee_note": outcome.knee_note,
         "saturation": outcome.saturation, "saturation_note": outcome.saturation_note,
         "stopped_early": outcome.stop_reason,

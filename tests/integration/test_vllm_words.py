@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,83 @@ def test_a_binding_cap_is_the_load_declared_measured_and_never_blamed_on_the_cli
     assert ((measured.sent_ns - measured[["intended_ns", "slot_ns"]].max(axis=1)) / 1e6).quantile(0.9) < 20
     assert abs(wait["max"] - ((waited.slot_ns - waited.intended_ns).max() / 1e9)) < 1e-9
     assert run_cli("verify", str(run)).returncode == 0
+
+
+def _sweep(out: Path) -> tuple[Path, dict[str, Any]]:
+    (folder,) = [p for p in out.iterdir() if "-sweep-" in p.name]
+    return folder, json.loads((folder / "sweep.json").read_text())
+
+
+def _load_of(folder: Path, run: str) -> dict[str, Any]:
+    passport = json.loads((folder / "levels" / run / "passport.json").read_text())
+    load: dict[str, Any] = passport["protocol"]["effective"]["load"]
+    return load
+
+
+def test_a_list_of_loads_on_runs_command_line_is_a_sweep(simulator: SimFactory, tmp_path: Path) -> None:
+    url = simulator("--slots", "2", "--ttft-ms", "20", "--itl-ms", "4")
+    common = ["--tokenizer", "none", "--input-len", "8", "--output-len", "8", "--num-prompts", "30", "--quiet",
+              *LENIENT_FLAGS]
+    users = run_cli("run", "--endpoint", url, "--concurrency", "1,2,4", *common, "--out", str(tmp_path / "users"))
+    assert users.returncode == 0, users.stdout + users.stderr
+    folder, summary = _sweep(tmp_path / "users")
+    assert summary["vary"] == "concurrency" and [lv["load"] for lv in summary["levels"]] == [1, 2, 4]
+    for lv in summary["levels"]:
+        load = _load_of(folder, lv["run"])
+        assert (load["pattern"], load["concurrency"], load["measure"]["requests"]) == ("closed", lv["load"], 30)
+    assert "concurrency        4: VALID" in users.stdout and "saturation: " in users.stdout
+    overrides = json.loads((folder / "levels" / summary["levels"][0]["run"] / "passport.json").read_text())[
+        "protocol"]["overrides"]
+    assert {(o["field"], o["source"]) for o in overrides} >= {("sweep.vary", "--concurrency 1,2,4"),
+                                                              ("sweep.levels", "--concurrency 1,2,4")}
+
+    # vLLM's rates with its cap, inf the last level; --save-result writes vLLM's file per level
+    rates = run_cli("run", "--base-url", url.removesuffix("/v1"), "--request-rate", "10,30,inf", "--max-concurrency",
+                    "4", *common, "--save-result", "--result-dir", str(tmp_path / "json"), "--out",
+                    str(tmp_path / "rates"))
+    assert rates.returncode == 0, rates.stdout + rates.stderr
+    folder, summary = _sweep(tmp_path / "rates")
+    assert [lv["load"] for lv in summary["levels"]] == [10, 30, "inf"] and summary["sweep"]["levels"] == [10, 30, "inf"]
+    loads = [_load_of(folder, lv["run"]) for lv in summary["levels"]]
+    assert [(x["pattern"], x.get("rate_per_s"), x["concurrency"]) for x in loads] == [
+        ("poisson", 10.0, 4), ("poisson", 30.0, 4), ("closed", None, 4)]
+    saved = [json.loads(p.read_text()) for p in (tmp_path / "json").glob("*.json")]
+    assert sorted(str(r["request_rate"]) for r in saved) == ["10.0", "30.0", "inf"]
+    assert {r["max_concurrency"] for r in saved} == {4} and {r["completed"] for r in saved} == {30}
+
+
+def test_guidellms_sweep_probes_then_spreads_its_rates_evenly(simulator: SimFactory, tmp_path: Path) -> None:
+    url = simulator("--slots", "2", "--ttft-ms", "20", "--itl-ms", "4")
+    done = run_cli("run", "--target", url, "--rate-type", "sweep", "--rate", "5", "--max-requests", "30", "--data",
+                   "prompt_tokens=8,output_tokens=8", "--tokenizer", "none", "--quiet", *LENIENT_FLAGS,
+                   "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    folder, summary = _sweep(tmp_path / "out")
+    low, high = summary["synchronous_probe"]["throughput_rps"], summary["probe"]["throughput_rps"]
+    # guidellm: linspace(synchronous, throughput, N - 1)[1:], N = 5: three rates, the last the throughput's
+    assert [lv["load"] for lv in summary["levels"]] == [round(low + (high - low) * i / 3, 3) for i in (1, 2, 3)]
+    # the simulator's two slots: one user gets 1 / 48 ms = 20.8 requests/s, the probe's 32 users 41.7
+    assert 17 < low < 22 and 35 < high < 43
+    assert _load_of(folder, summary["synchronous_probe"]["run"])["concurrency"] == 1
+    for lv in summary["levels"]:
+        load = _load_of(folder, lv["run"])
+        assert (load["pattern"], load["rate_per_s"], load.get("concurrency")) == ("constant", lv["load"], None)
+    assert done.stdout.count("probe concurrency") == 2
+    overrides = json.loads((folder / "levels" / summary["levels"][0]["run"] / "passport.json").read_text())[
+        "protocol"]["overrides"]
+    sources = {o["field"]: o["source"] for o in overrides}  # recorded as the user gave them
+    assert (sources["load.measure"], sources["workload.input_tokens"]) == ("--max-requests", "--data")
+    assert sources["sweep.auto.interpolate"] == "--rate-type sweep --rate 5"
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--concurrency", "1,2", "--rate", "1,2"], "--concurrency and --rate are both lists"),
+    (["--concurrency", "1,2", "--rate", "5"], "a list of caps under one rate is not a sweep"),
+    (["--concurrency", "1.5,3"], "give whole numbers of users"),
+    (["--rate-type", "sweep", "--rate", "2"], "N is the number of benchmarks, 3 or more"),
+    (["--concurrency", "1,inf"], "inf is a rate"),
+    (["--rate", "4,2"], "levels must be positive, distinct and ascending"),
+])
+def test_a_list_that_is_no_sweep_is_refused_with_why(flags: list[str], said: str) -> None:
+    done = run_cli("run", "--endpoint", "http://127.0.0.1:9/v1", *flags)
+    assert done.returncode == 2 and said in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -102,7 +102,7 @@ def test_a_knee_or_saturation_inside_the_noise_is_not_called_and_says_why() -> N
     rate = [_level(10, 10, None, 1.0), _level(20, 17, None, 0.85, se=17 * 0.07)]
     at, why = judge.saturation(SweepSpec(), "rate", rate)
     assert at is None and why.startswith("not called: at 20 req/s offered, completions came at 85% of the offered "
-                                         "rate (95% interval up to ")
+                                         "rate, 95% interval up to ")
     # the knee: level 4 cannot be told from the SLO, so 2 is a lower bound and says so
     levels = [_level(1, 1.0, True), _level(2, 1.9, True), _level(4, 2.5, "unclear"), _level(8, 2.6, False)]
     knee, note = judge.knee(levels, has_slo=True)

@@ -13,6 +13,8 @@
 # `--vllm` also installs vLLM's CPU build in its own cached environment and converts the model for
 # it (scripts/setup_vllm.sh; about 3 minutes the first time). `--mlx` also installs MLX's CPU
 # build (scripts/setup_mlx.sh; it serves the model folder the vLLM set-up converts, so it implies it).
+# `--peers` also installs guidellm and AIPerf, each in its own cached environment (scripts/setup_peers.sh),
+# whose own readers the e2e tier points at the files passport writes for their users.
 # A second call takes a few seconds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +26,7 @@ NEWEST=""
 NO_ENGINE=""
 VLLM=""
 MLX=""
+PEERS=""
 for arg in "$@"; do
   case "$arg" in
     --test) EXTRAS="[test,docs]" ;;
@@ -31,7 +34,8 @@ for arg in "$@"; do
     --no-engine) NO_ENGINE=1 ;;
     --vllm) VLLM=1 ;;
     --mlx) VLLM=1; MLX=1 ;;
-    *) echo "usage: scripts/setup.sh [--test] [--newest] [--no-engine] [--vllm] [--mlx]" >&2; exit 2 ;;
+    --peers) PEERS=1 ;;
+    *) echo "usage: scripts/setup.sh [--test] [--newest] [--no-engine] [--vllm] [--mlx] [--peers]" >&2; exit 2 ;;
   esac
 done
 log() { echo "[setup] $*" >&2; }
@@ -91,4 +95,5 @@ if [ ! -d "$CACHE/tokenizers/$sha" ]; then
 fi
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
 [ -n "$MLX" ] && bash scripts/setup_mlx.sh
+[ -n "$PEERS" ] && bash scripts/setup_peers.sh >/dev/null
 echo "MODEL_PATH=$MODEL_PATH"

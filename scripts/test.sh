@@ -5,7 +5,8 @@
 #
 #   ./scripts/test.sh            everything, as CI runs it (builds llama-server and installs vLLM's
 #                                and MLX's CPU builds once, cached; those tiers are marked
-#                                `vllm` and `mlx`)
+#                                `vllm` and `mlx`), and guidellm and AIPerf whose readers the `peers`
+#                                tests point at passport's files for their users
 #   ./scripts/test.sh --fast     the day-to-day tier: no engine build, no real engine, no Ray
 #                                cluster, no slow runs (markers in pyproject.toml); tests that
 #                                read the GGUF's tokenizer run only where it is cached already
@@ -35,7 +36,7 @@ if [ "${1:-}" = "--fast" ] || [ "${1:-}" = "--newest" ]; then
   "$venv/bin/python" -m mypy
   exec "$venv/bin/python" -m pytest "${workers[@]}" -m "$select" "$@"
 fi
-bash scripts/setup.sh --test --mlx >/dev/null
+bash scripts/setup.sh --test --mlx --peers >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
 .venv/bin/python -m mypy
 if [ "$#" -eq 0 ]; then

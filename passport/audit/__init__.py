@@ -64,6 +64,7 @@ from passport.audit._metrics import (
     request_latencies,
     stat,
 )
+from passport.audit._peer_files import aiperf_export, guidellm_report
 from passport.audit._results import compute_results, per_request_samples, read_run, tokens_per_s_per_user
 from passport.audit._run_data import RunData
 from passport.audit._server_stats import server_summary
@@ -97,7 +98,7 @@ from passport.audit._versions import (
     SCHEMA_VERSION,
     SUPPORTED_SCHEMA_VERSIONS,
 )
-from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, tool_view
+from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, inverse_cdf, tool_view
 
 __all__ = [
     "COUNT_NAMES",
@@ -146,6 +147,9 @@ __all__ = [
     "Verdict",
     "compute_results",
     "read_run",
+    "guidellm_report",
+    "inverse_cdf",
+    "aiperf_export",
     "RunData",
     "count_outcomes",
     "diff_values",

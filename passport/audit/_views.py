@@ -2,8 +2,9 @@
 with a number from vLLM's `bench serve`, SGLang's `bench_serving`, NVIDIA AIPerf or guidellm.
 
 Each view recomputes that tool's per-request figures from requests.parquet and chunks.parquet
-(measured, successful requests), then its summary statistics (mean, median, p99 with numpy's
-linear percentile, as all four use). What each tool measures differently, read from its source:
+(measured, successful requests), then its summary statistics (mean, median, p99: numpy's linear
+percentile, as vLLM, SGLang and AIPerf use; guidellm's own inverse CDF). What each tool measures
+differently, read from its source:
 
 - start: all four start the clock before the connection is acquired, so a new connection's TCP
   (and TLS) setup is inside their TTFT and latency; passport's `sent_ns` is after it, so the
@@ -22,7 +23,8 @@ linear percentile, as all four use). What each tool measures differently, read f
   (passport's `itl.chunk`).
 - guidellm (src/guidellm/schemas/request_stats.py): TTFT at the first token iteration; ITL =
   (last iteration - first) / (output tokens - 1); time per output token = (last iteration -
-  start) / output tokens, TTFT included; request latency start to end.
+  start) / output tokens, TTFT included; request latency start to end. Its percentiles (0.8,
+  schemas/base/statistics.py) are the inverse CDF, not interpolated (`inverse_cdf`).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ from passport._errors import RunFolderError
 from passport.audit._files import RunFiles, RunSource
 from passport.audit._metrics import SUCCESS_OUTCOMES
 
-__all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view"]
+__all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view", "inverse_cdf"]
 
 Tool = Literal["vllm", "sglang", "aiperf", "guidellm"]
 TOOLS: tuple[Tool, ...] = ("vllm", "sglang", "aiperf", "guidellm")
@@ -82,6 +84,7 @@ class ToolView:
     totals: list[ToolTotal]
     figures: list[ToolFigure]
     per_request: dict[str, list[Any]] = field(default_factory=dict)
+    failed: int = 0  # measured requests that failed (no figure counts them)
 
 
 # The statistics each tool prints per figure, in its order (AIPerf's console table; the others'
@@ -91,7 +94,17 @@ _COLUMNS: dict[Tool, tuple[str, ...]] = {"vllm": ("mean", "median", "p99"), "sgl
                                          "guidellm": ("mean", "median", "p99")}
 
 
-def _summary(values: np.ndarray, columns: tuple[str, ...]) -> dict[str, float | None]:
+def inverse_cdf(values: np.ndarray, q: float) -> float:
+    """guidellm's percentile (0.8, schemas/base/statistics.py Percentiles.from_pdf): the smallest
+    value whose cumulative share of the samples reaches q, no interpolation."""
+    unique, counts = np.unique(values, return_counts=True)
+    cumulative = np.cumsum(counts / counts.sum())
+    return float(unique[min(int(np.searchsorted(cumulative, q, side="left")), len(unique) - 1)])
+
+
+def _summary(values: np.ndarray, columns: tuple[str, ...], lower: bool = False) -> dict[str, float | None]:
+    """`columns` of the finite `values`; percentiles by numpy's linear interpolation, or with
+    `lower` by guidellm's inverse CDF."""
     values = values[np.isfinite(values)]
     if not len(values):
         return dict.fromkeys(columns)
@@ -100,13 +113,14 @@ def _summary(values: np.ndarray, columns: tuple[str, ...]) -> dict[str, float | 
         if column in ("mean", "avg"):
             out[column] = float(np.mean(values))
         elif column == "median":
-            out[column] = float(np.median(values))
+            out[column] = inverse_cdf(values, 0.5) if lower else float(np.median(values))
         elif column in ("min", "max"):
             out[column] = float(np.min(values) if column == "min" else np.max(values))
         elif column == "std":
             out[column] = float(np.std(values))  # numpy's population std, as all four use
         else:
-            out[column] = float(np.percentile(values, float(column[1:])))
+            q = float(column[1:])
+            out[column] = inverse_cdf(values, q / 100) if lower else float(np.percentile(values, q))
     return out
 
 
@@ -174,6 +188,7 @@ class _Run:
     failed: int
     columns: tuple[str, ...]
     per_request: dict[str, list[Any]] = field(default_factory=dict)  # filled by a view that has them
+    lower: bool = False  # percentiles by guidellm's inverse CDF (`inverse_cdf`)
 
     @cached_property
     def ids(self) -> np.ndarray:
@@ -218,7 +233,7 @@ class _Run:
         return (float(self.end.max() - self.start.min()) / 1e9) if self.n else float("nan")
 
     def fig(self, name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
-        return ToolFigure(name, unit, _summary(values, self.columns), passport, differs, values)
+        return ToolFigure(name, unit, _summary(values, self.columns, self.lower), passport, differs, values)
 
     def firsts_lasts(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         """Each request's first and last event of `kinds`, the gaps between them, the events."""
@@ -241,14 +256,14 @@ def tool_view(source: RunSource, tool: Tool, api: str, columns: tuple[str, ...] 
     module docstring); `api` is the run's endpoint.api (chat or completions); `columns`: the
     statistics of each figure (mean, median, std, min, max, pNN), the tool's own by default."""
     requests, chunks, failed = _per_request(RunFiles.of(source))
-    run = _Run(requests, chunks, failed, columns or _COLUMNS[tool])
+    run = _Run(requests, chunks, failed, columns or _COLUMNS[tool], lower=tool == "guidellm")
     if tool in ("vllm", "sglang"):
         totals, figures = _serving_view(run, tool, api)
     elif tool == "aiperf":
         totals, figures = _aiperf_view(run)
     else:
         totals, figures = _guidellm_view(run)
-    return ToolView(tool, run.n, run.columns, totals, figures, run.per_request)
+    return ToolView(tool, run.n, run.columns, totals, figures, run.per_request, run.failed)
 
 
 def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[ToolFigure]]:
@@ -352,7 +367,9 @@ def _guidellm_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
     """guidellm's summary of the run."""
     start, end, out, n, wall_s, total_in, window = r.start, r.end, r.out, r.n, r.wall_s, r.total_in, _WINDOW
     fig, firsts_lasts, ms = r.fig, r.firsts_lasts, 1e-6
-    first, last, _, _ = firsts_lasts(_TOKEN_KINDS)
+    first, last, _, token_events = firsts_lasts(_TOKEN_KINDS)
+    every = _events(r.chunks, r.ids, tuple(str(k) for k in pc.unique(r.chunks["kind"].cast(pa.string())).to_pylist()))
+    r.per_request.update(iterations=[len(e) for e in every], token_iterations=[len(e) for e in token_events])
     with np.errstate(divide="ignore", invalid="ignore"):
         itl = np.where(out > 1, (last - first) / (out - 1), np.nan)
         tpot = np.where(out > 0, (last - start) / out, np.nan)
@@ -371,5 +388,8 @@ def _guidellm_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
         fig("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
         fig("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
             "token over all output tokens"),
+        fig("prompt_token_count", r.prompt, "lengths.input_tokens.server", "usage, else our count", "tokens"),
+        fig("output_token_count", out, "lengths.output_tokens.realized", "usage, else our count", "tokens"),
     ]
+    r.per_request.update(start_s=[float(x) / 1e9 for x in start], end_s=[float(x) / 1e9 for x in end])
     return totals, figures

@@ -66,6 +66,10 @@ def main(args: argparse.Namespace) -> ExitCode:
         from passport.cli._save_result import save_result
 
         print(f"vllm result: {save_result(args, outcome.folder)}")
+    if args.output_path is not None:
+        from passport.cli._cmd_show import write_guidellm_report
+
+        print(f"guidellm report: {write_guidellm_report(args.output_path, [outcome.folder])}")
     if not add_when_asked(args, outcome.folder):
         return ExitCode.OK if args.no_fail else ExitCode.FAILED
     verdict = ExitCode.of_verdict(outcome.passport.verdict)

@@ -9,7 +9,7 @@ from typing import Any
 from passport.cli._exit import ExitCode
 from passport.cli._shared import add_trust_options, trust_of
 
-__all__ = ["add", "main"]
+__all__ = ["add", "main", "peer_file", "write_guidellm_report"]
 
 _TOOLS = ("vllm", "sglang", "aiperf", "guidellm")  # passport.audit.TOOLS, unimported
 
@@ -22,16 +22,78 @@ def add(sub: Any, epilog: str) -> None:
                     "where a request ends, how TPOT divides) beside passport's nearest figure and what differs, so "
                     "a passport lines up with a number from the tool you used last week. README: \"Other tools' "
                     "numbers\".",
-        epilog="examples:\n  passport show results/my-run\n  passport show results/my-run --as vllm",
+        epilog="examples:\n  passport show results/my-run\n  passport show results/my-run --as vllm\n"
+               "  passport show results/my-run --as guidellm --json --output benchmarks.json\n"
+               "  passport show results/my-run --as aiperf --json > profile_export_aiperf.json",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     show.add_argument("run_dir", type=Path, help="a run folder (results/<run>/), or a campaign folder (its arms)")
     show.add_argument("--as", dest="tool", choices=_TOOLS, help="summarize as this tool defines its figures")
+    show.add_argument("--json", action="store_true",
+                      help="with --as vllm|guidellm|aiperf: write that tool's own result file instead (vLLM's "
+                           "--save-result JSON, guidellm's benchmarks.json, AIPerf's profile_export_aiperf.json), "
+                           "for the scripts and dashboards that read it")
+    show.add_argument("--output", type=Path, metavar="FILE", help="with --json: write it here instead of stdout")
     add_trust_options(show)
 
 
 def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:,.3f}"
+
+
+def peer_file(tool: str, runs: list[Any]) -> dict[str, Any]:
+    """guidellm's or AIPerf's result file of opened runs (guidellm: one benchmark per run; AIPerf:
+    the first run)."""
+    from passport.audit import aiperf_export, guidellm_report, tool_view
+    from passport.cli._main import version
+
+    def view(run: Any) -> Any:
+        api = str(run.data["protocol"]["effective"]["endpoint"]["api"])
+        return tool_view(run.files, tool, api)  # type: ignore[arg-type]
+
+    if tool == "guidellm":
+        return guidellm_report([(run.data, view(run)) for run in runs], version())
+    return aiperf_export(runs[0].data, view(runs[0]), version())
+
+
+def write_guidellm_report(path: Path, folders: list[Path]) -> Path:
+    """guidellm's benchmarks.json of run folders this process has just written (`--output-path`:
+    a folder gets benchmarks.json inside, as guidellm resolves it); returns where it went."""
+    import json
+
+    from passport.audit import Trust, open_run
+
+    target = path / "benchmarks.json" if path.is_dir() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(peer_file("guidellm", [open_run(f, Trust()) for f in folders])) + "\n")
+    return target
+
+
+def _write_json(args: argparse.Namespace, run: Any, api: str) -> ExitCode:
+    import json
+    import sys
+
+    from passport._errors import SpecError
+
+    if args.tool == "sglang":
+        raise SpecError("--json: SGLang's output file is not written; --as sglang prints its summary, and "
+                        "`passport show RUN --as vllm --json` writes vLLM's result JSON, which SGLang's mirrors")
+    if args.tool == "vllm":
+        from passport.cli._save_result import vllm_result_of
+
+        options = argparse.Namespace(metric_percentiles=None, percentile_metrics=None, backend=None, spec=True,
+                                     concurrency=None, label=None, save_detailed=False)
+        data, _ = vllm_result_of(options, run)
+    else:
+        data = peer_file(args.tool, [run])
+    text = json.dumps(data)
+    if args.output is None:
+        sys.stdout.write(text + "\n")
+    else:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+        print(f"{args.output}: {args.tool}'s result file of {run.folder.name}", file=sys.stderr)
+    return ExitCode.OK
 
 
 def main(args: argparse.Namespace) -> ExitCode:
@@ -45,6 +107,10 @@ def main(args: argparse.Namespace) -> ExitCode:
         for line in arm_lines(record) + campaign_lines(record):
             print(line)
         return ExitCode.OK
+    if (args.json or args.output) and args.tool is None:
+        from passport._errors import SpecError
+
+        raise SpecError("--json writes another tool's result file: say which with --as vllm|guidellm|aiperf")
     run = open_run(args.run_dir, trust_of(args))  # what it shows is what the sealed raw files say
     passport: dict[str, Any] = run.data
     if args.tool is None:
@@ -55,6 +121,8 @@ def main(args: argparse.Namespace) -> ExitCode:
             print(line)
         return ExitCode.OK
     api = str(passport.get("protocol", {}).get("effective", {}).get("endpoint", {}).get("api", "chat"))
+    if args.json:
+        return _write_json(args, run, api)
     view = tool_view(run.files, args.tool, api)
     print(f"{passport.get('name', args.run_dir.name)} as {args.tool} defines its figures "
           f"({view.requests} measured successful requests, endpoint.api {api})")

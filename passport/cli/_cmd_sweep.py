@@ -70,6 +70,12 @@ def run_levels(args: argparse.Namespace, spec: Any, merged: dict[str, Any], over
 
         for lv in outcome.levels:
             print(f"vllm result: {save_result(args, outcome.folder / 'levels' / lv.run, lv.run)}")
+    if getattr(args, "output_path", None) is not None and outcome.levels:
+        from passport.cli._cmd_show import write_guidellm_report
+
+        probes = [p for p in (outcome.synchronous_probe, outcome.probe) if p is not None]
+        folders = [outcome.folder / "levels" / lv.run for lv in (*probes, *outcome.levels)]
+        print(f"guidellm report: {write_guidellm_report(args.output_path, folders)}")
     if getattr(args, "no_fail", False) and not outcome.succeeded:
         printer.status("--no-fail: exit 0 although the sweep did not succeed")
         return ExitCode.OK

@@ -74,7 +74,8 @@ COMMANDS: dict[str, ModuleType] = {
 }
 
 
-def _version() -> str:
+def version() -> str:
+    """passport's installed version, or "unknown"."""
     from importlib import metadata
 
     try:
@@ -91,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"passport {_version()}")
+    parser.add_argument("--version", action="version", version=f"passport {version()}")
     debug_help = f"on an internal error, print the traceback too (or set {DEBUG_ENV}=1); it is always written to a log"
     parser.add_argument("--debug", action="store_true", help=debug_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

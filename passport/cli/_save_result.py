@@ -10,19 +10,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_result"]
+__all__ = ["save_result", "vllm_result_of"]
 
 
-def save_result(args: argparse.Namespace, folder: Path, level: str | None = None) -> Path:
-    """Write the result JSON of the run in `folder` (read through the door); returns its path.
-    `level`: a sweep level's run name, added to --result-filename so each level keeps its file
-    (vLLM's own default name already differs by rate and concurrency)."""
-    from passport.audit import Trust, open_run, tool_view
+def vllm_result_of(args: argparse.Namespace, run: Any) -> tuple[dict[str, Any], str]:
+    """vLLM's result JSON of the opened run, under the options of `args` (vLLM's flags: backend,
+    label, percentiles, --save-detailed), and the file name vLLM would give it."""
+    from passport.audit import tool_view
     from passport.audit._vllm_result import percentile_word, vllm_result, vllm_result_name
     from passport.cli._vocabulary import percentile_metrics, percentiles
 
     chosen, metrics = percentiles(args.metric_percentiles), percentile_metrics(args.percentile_metrics)
-    run = open_run(folder, Trust())  # the run this process has just written and signed
     protocol: dict[str, Any] = run.data["protocol"]
     effective = protocol["effective"]
     api = str(effective["endpoint"]["api"])
@@ -37,13 +35,24 @@ def save_result(args: argparse.Namespace, folder: Path, level: str | None = None
     date = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     settings = {"date": date, "endpoint_type": backend, "backend": backend, "label": args.label, "model_id": model,
                 "tokenizer_id": (protocol.get("workload") or {}).get("tokenizer") or model,
-                "num_prompts": view.requests + int(next(t.value for t in view.totals if t.name == "Failed requests")),
+                "num_prompts": view.requests + view.failed,
                 "request_rate": request_rate, "burstiness": float(load.get("burstiness") or 1.0),
                 "max_concurrency": max_concurrency}
     texts = _texts(run, view.per_request.get("request_ids", [])) if args.save_detailed else None
     result = vllm_result(view, settings, metrics, chosen, args.save_detailed, texts)
-    result["passport"] = {"run": str(folder), "content_sha256": run.data.get("content_sha256")}
-    name = args.result_filename or vllm_result_name(args.label or backend, request_rate, max_concurrency, model, date)
+    result["passport"] = {"run": str(run.folder), "content_sha256": run.data.get("content_sha256")}
+    return result, vllm_result_name(args.label or backend, request_rate, max_concurrency, model, date)
+
+
+def save_result(args: argparse.Namespace, folder: Path, level: str | None = None) -> Path:
+    """Write the result JSON of the run in `folder` (read through the door); returns its path.
+    `level`: a sweep level's run name, added to --result-filename so each level keeps its file
+    (vLLM's own default name already differs by rate and concurrency)."""
+    from passport.audit import Trust, open_run
+
+    run = open_run(folder, Trust())  # the run this process has just written and signed
+    result, default_name = vllm_result_of(args, run)
+    name = args.result_filename or default_name
     if args.result_filename and level is not None:
         stem, dot, suffix = name.rpartition(".")
         name = f"{stem}-{level}.{suffix}" if dot else f"{name}-{level}"

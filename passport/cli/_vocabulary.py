@@ -13,6 +13,7 @@ import argparse
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["Borrowed", "VOCABULARY", "REFUSED", "add_borrowed_options", "borrowed_overrides", "VLLM_PERCENTILE_METRICS",
@@ -89,6 +90,10 @@ VOCABULARY: tuple[Borrowed, ...] = (
              "constant", "a synchronous probe, a throughput probe (a closed loop of sweep.auto.probe_concurrency "
              "users, 32, where guidellm sends everything at once up to 512), then N - 2 constant rates evenly between "
              "their rates; each is a run with its own passport"),
+    Borrowed(GUIDELLM, "--output-path PATH", "(an output)", "guidellm's benchmarks.json (report version 2, as "
+             "guidellm 0.8 writes and reads it) of the run, or of a sweep's probes and levels; rates and concurrency "
+             "as their window means (guidellm's spread over time is not rebuilt), no per-request records: the run "
+             "folder holds them"),
     Borrowed(GUIDELLM, "--max-seconds S", "load.measure.duration_s"),
     Borrowed(GUIDELLM, "--max-requests N", "load.measure.requests"),
     Borrowed(GUIDELLM, "--warmup-percent F", "load.warmup.requests", "F of --max-requests, sent before the window "
@@ -114,8 +119,6 @@ REFUSED: dict[str, str] = {
     "--trust-remote-code": "passport never runs a model's code: tokenizers load without it",
     "--cooldown-percent": "passport counts every request of the window; keep the window to the steady state with "
                           "--max-requests or a warm-up instead",
-    "--output-path": "guidellm's benchmarks.json is not written; `passport show RUN --as guidellm` prints its "
-                     "figures, and the run folder's Parquet holds every request",
 }
 _DATASETS_REFUSED = {
     "sonnet": "the sonnet dataset is not bundled: use --dataset-name random, or a request log (--dataset-path)",
@@ -187,6 +190,9 @@ def add_borrowed_options(command: argparse.ArgumentParser) -> None:
     guide.add_argument("--max-seconds", type=float, metavar="S", help="measure for S seconds")
     guide.add_argument("--max-requests", type=int, metavar="N", help="measure N requests")
     guide.add_argument("--warmup-percent", type=float, metavar="F", help="a share F of the requests as warm-up")
+    guide.add_argument("--output-path", type=Path, metavar="PATH",
+                       help="also write guidellm's benchmarks.json of the run (a sweep: one benchmark per level) "
+                            "here; a folder gets benchmarks.json inside")
     refused = command.add_argument_group("their flags passport refuses, each with the reason")
     for flag in REFUSED:
         if flag != "--dataset-name":

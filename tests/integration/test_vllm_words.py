@@ -94,6 +94,13 @@ def test_a_binding_cap_is_the_load_declared_measured_and_never_blamed_on_the_cli
     assert rules["achieved_rate"]["status"] == "WARN", rules["achieved_rate"]
     assert "the in-flight cap (load.concurrency 8) held" in rules["achieved_rate"]["message"]
     assert rules["dispatch_lag"]["status"] != "FAIL" and "other processes" not in rules["dispatch_lag"]["message"]
+    # the terminal and report.md say why in the same words: both print the rule's one message
+    said = next(line for line in done.stdout.splitlines() if line.startswith("WARN: achieved_rate: "))
+    message = said.removeprefix("WARN: achieved_rate: ")
+    assert message == rules["achieved_rate"]["message"] and message in (run / "report.md").read_text()
+    for text in (done.stdout, (run / "report.md").read_text()):  # (a busy machine may say so of client_not_bound)
+        assert not [x for x in text.splitlines() if "other processes" in x and ("achieved_rate" in x or
+                                                                                "dispatch_lag" in x)]
     requests = pq.read_table(run / "requests.parquet").to_pandas()
     measured = requests[requests.phase == "measure"]
     waited = measured[measured.slot_ns.notna() & (measured.slot_ns > measured.intended_ns)]

@@ -201,7 +201,7 @@ def judged_at_knee(row: ArmRow, sweep: dict[str, Any]) -> ArmRow:
     met the SLO, and the arm is not ranked."""
     if sweep.get("knee") is None and row.status == "ranked":
         row.status = "invalid"
-        row.reason = f"no level met the SLO ({sweep.get('knee_note')}); shown at its lowest level"
+        row.reason = f"no knee: {sweep.get('knee_note')}; shown at its lowest level"
     return row
 
 

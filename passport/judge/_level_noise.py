@@ -87,8 +87,13 @@ def _share_call(name: str, bound_s: float, q: float, within: np.ndarray, counted
     low, high = max(low, 0.0), min(high, 1.0)
     said = f"{share:.1%} within {bound_s * 1000:g} ms (95% interval {low:.1%} to {high:.1%}); it needs {q:.1%}"
     call = "met" if low >= q else "missed" if high < q else "unclear"
-    return TargetCall(name, bound_s, share, low, high, q, call,
-                      said if call != "unclear" else said + ": the interval holds both sides")
+    if call == "unclear":
+        said += ": the interval holds both sides"
+        needed = math.ceil(t_critical(ALPHA, math.inf) ** 2 * q / (1.0 - q)) if q < 1.0 else None
+        if needed is not None and total < needed:
+            said += (f"; {total:g} samples, and a p{q * 100:g} target needs at least {needed} even with every "
+                     f"one within (raise load.measure)")
+    return TargetCall(name, bound_s, share, low, high, q, call, said)
 
 
 def _target_calls(data: RunData) -> tuple[TargetCall, ...]:

@@ -185,7 +185,7 @@ def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
     spec = _campaign(tmp_path, arms, mode="sweep", repetitions=2,
                      run={"sweep": {"vary": "concurrency", "levels": [1, 2, 4], "stop_when": {"error_rate_above": 0.5}},
                           "slo": {"ttft.any.p90": "30ms"}, "canary_share": 0.0, "discard": [],
-                          "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 16}}})
+                          "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 40}}})
     result = run_cli("campaign", str(spec), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr
     folder = only_run_dir(tmp_path / "out")

@@ -54,7 +54,7 @@ def test_rate_sweep_finds_the_knee_saturation_and_stops_when_over_saturated(
     assert summary["knee"] == 20 and levels[20]["slo_met"] and not levels[60]["slo_met"]
     calls = {lv["load"]: lv["slo_targets"][0]["call"] for lv in summary["levels"]}
     assert calls == {10: "met", 20: "met", 60: "missed", 120: "missed"}
-    assert "(95% interval" in summary["saturation_note"] and summary["sweep_version"] == 2
+    assert "95% interval" in summary["saturation_note"] and summary["sweep_version"] == 2
     assert summary["saturation"] == 60
     # past saturation the achieved throughput is the engine's capacity, 41.7 requests/s
     assert 30 < levels[120]["throughput_rps"] < 44

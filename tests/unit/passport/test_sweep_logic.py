@@ -123,9 +123,12 @@ def test_a_targets_call_needs_its_share_clear_of_the_threshold_by_hand() -> None
     assert (round(call([1] * 40).share_low or 0, 3), call([1] * 40).call) == (0.907, "met")
     # 20 of 20: 1 - 1.96 * sqrt(0.09 / 20) = 0.869: too few requests to say
     assert (round(call([1] * 20).share_low or 0, 3), call([1] * 20).call) == (0.869, "unclear")
+    # and it says how many would: 1.96^2 x 0.9 / 0.1 = 34.6, so 35; 39 of 40 is unclear on the noise alone
+    assert "20 samples, and a p90 target needs at least 35" in call([1] * 20).why
     # 39 of 40 (one miss in the ninth block of four): the blocks' variance of the mean, 0.000625,
     # is under the binomial 0.00225, so 0.975 - 1.96 * 0.0474 = 0.882: unclear
     one_miss = [1] * 32 + [1, 0, 1, 1] + [1] * 4
     assert (round(call(one_miss).share_low or 0, 3), call(one_miss).call) == (0.882, "unclear")
+    assert "needs at least" not in call(one_miss).why
     # 4 of 40 within: missed; every failure counts as a sample outside the bound
     assert call([1] * 4 + [0] * 36).call == "missed"

@@ -2,22 +2,28 @@
 
 Why a thread: the event loop cannot keep a deadline finer than its timers (epoll and libuv take
 millisecond timeouts) and a send due now waits behind whatever callback is running (a record, a
-parse of a long answer). The pacer thread sleeps on the monotonic clock with its timer slack set
-to 1 ns (Linux `prctl`), wakes `lead_ns` early, takes the GIL (the interpreter's switch interval
-is 100 us while a pacer runs, so a busy loop hands it over within that), spins the last few
-microseconds and writes the request's bytes to the connection's socket itself, stamping
-`sent_ns` just before the write. The loop armed the exchange beforehand (connection chosen,
-response parser waiting), so it reads the answer as usual; a write the socket could not take
-whole is finished by the loop's transport, in order.
+parse of a long answer). The pacer thread sleeps to an absolute deadline on the monotonic clock
+(`clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` through ctypes, which releases the GIL while
+it sleeps; its timer slack set to 1 ns with Linux `prctl`), waking `lead_ns` early; it then takes
+the GIL (the interpreter's switch interval is 50 us while a pacer runs, so a busy loop hands it
+over within that), spins whatever is left of the lead and writes the request's bytes to the
+connection's socket itself, stamping `sent_ns` just before the write. The loop armed the exchange
+beforehand (connection chosen, response parser waiting), so it reads the answer as usual; a write
+the socket could not take whole is finished by the loop's transport, in order.
+
+The lead is short (25 us: the kernel's wake-up on an idle core, measured 5-20 us here): an earlier
+design slept relatively (`time.sleep`) and spun a 150 us lead holding the GIL, which cost about
+120 us of CPU per send (benchmarks/roofline.py, the bare pacer at 2,000/s); where the wake-up is
+late the send is late by as much, and its lag is measured and judged like any other.
 
 Limits: a TLS connection can only be written by its transport; there the thread wakes the loop at
 the deadline (`call_soon_threadsafe`) and the loop sends, precise when the loop is idle and late
 behind a busy one; `PacerStats` counts both kinds. Each armed send owns a duplicate of the
 socket's descriptor, so a connection closed between arming and sending is written to harmlessly
-(its exchange has already failed) instead of to a reused descriptor number. The thread's CPU time
-(sleeping costs none; the lead's spin does) is in `PacerStats.cpu_s` for its owner, and in the
-process CPU share every run records (telemetry.parquet `cpu_share`, results.client); the passport
-does not yet give it a line of its own.
+(its exchange has already failed) instead of to a reused descriptor number. Off Linux (no
+clock_nanosleep, or perf_counter not on CLOCK_MONOTONIC) the thread sleeps relatively and the
+lead is the old 150 us. The thread's CPU time (sleeping costs none; the lead's spin does) is in
+`PacerStats.cpu_s`, and in the passport (results.client.pacer).
 """
 
 from __future__ import annotations
@@ -36,8 +42,9 @@ from dataclasses import dataclass
 __all__ = ["Pacer", "PacedSend", "PacerStats", "SWITCH_INTERVAL_S"]
 
 _now = time.perf_counter_ns
-SWITCH_INTERVAL_S = 1e-4  # the GIL's switch interval while a pacer runs (CPython's default is 5 ms)
-_LEAD_NS = 150_000  # wake this early: a wake-up, then the GIL from a busy loop, then a short spin
+SWITCH_INTERVAL_S = 5e-5  # the GIL's switch interval while a pacer runs (CPython's default is 5 ms)
+_LEAD_NS = 25_000  # wake this early (an absolute sleep): the kernel's wake-up, then a short spin
+_RELATIVE_LEAD_NS = 150_000  # with a relative sleep (no clock_nanosleep): it overshoots more
 _COARSE_NS = 2_000_000  # further out than this, wait on the condition (new earlier sends wake it)
 _ARMED, _SENDING, _DONE, _WITHDRAWN = range(4)
 
@@ -51,6 +58,33 @@ def _fine_timer_slack() -> bool:
         return int(libc.prctl(29, 1, 0, 0, 0)) == 0  # PR_SET_TIMERSLACK
     except (OSError, AttributeError):
         return False
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+def _absolute_sleep() -> Callable[[int], None] | None:
+    """A function sleeping until a perf_counter_ns time with `clock_nanosleep(CLOCK_MONOTONIC,
+    TIMER_ABSTIME)` (the GIL released while it sleeps; a signal may end it early, so callers
+    check the clock after); None where there is none or perf_counter is another clock."""
+    if not sys.platform.startswith("linux") or \
+            time.get_clock_info("perf_counter").implementation != "clock_gettime(CLOCK_MONOTONIC)":
+        return None
+    try:
+        call = ctypes.CDLL(None, use_errno=True).clock_nanosleep
+    except (OSError, AttributeError):
+        return None
+    call.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Timespec), ctypes.c_void_p]
+    call.restype = ctypes.c_int
+    until = _Timespec()
+    at = ctypes.byref(until)
+
+    def sleep_until(deadline_ns: int) -> None:
+        until.tv_sec, until.tv_nsec = divmod(deadline_ns, 1_000_000_000)
+        call(1, 1, at, None)  # CLOCK_MONOTONIC, TIMER_ABSTIME
+
+    return sleep_until
 
 
 @dataclass
@@ -89,8 +123,9 @@ class Pacer:
     send; `withdraw()` takes back one not yet sent; `stop()` withdraws the rest and returns the
     stats. Deadlines are perf_counter_ns."""
 
-    def __init__(self, lead_ns: int = _LEAD_NS) -> None:
-        self._lead_ns = lead_ns
+    def __init__(self, lead_ns: int | None = None) -> None:
+        self._sleep_until = _absolute_sleep()
+        self._lead_ns = lead_ns if lead_ns is not None else _LEAD_NS if self._sleep_until else _RELATIVE_LEAD_NS
         self._heap: list[tuple[int, int, PacedSend]] = []
         self._order = itertools.count()
         self._cond = threading.Condition()
@@ -167,9 +202,12 @@ class Pacer:
                         self._cond.wait((due - _COARSE_NS // 2) / 1e9)
                         continue
                     send = heapq.heappop(self._heap)[2]
-                wait_ns = send.deadline_ns - self._lead_ns - _now()
-                if wait_ns > 0:
-                    time.sleep(wait_ns / 1e9)  # the GIL is free while it sleeps
+                wake_ns = send.deadline_ns - self._lead_ns
+                if wake_ns > _now():  # the GIL is free while it sleeps
+                    if self._sleep_until is not None:
+                        self._sleep_until(wake_ns)
+                    else:
+                        time.sleep((wake_ns - _now()) / 1e9)
                 while _now() < send.deadline_ns:
                     pass  # the lead's last microseconds, holding the GIL
                 self._fire(send)

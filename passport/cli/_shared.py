@@ -390,6 +390,9 @@ def _level_value(value: float) -> float | str:
     return "inf" if value == float("inf") else value
 
 
+_BAR_EVERY_S = 0.1  # the progress bar is told the counts at most this often (it redraws every 0.5 s)
+
+
 class RichProgress:
     """The runner's ProgressSink drawn for a person: on a terminal, rich's progress bar with the
     live figures of LiveFigures as its detail; piped (a CI log, `| tee`), a plain line every
@@ -411,6 +414,7 @@ class RichProgress:
         self._total, self._last = total, (0, 0, 0)
         self._clock, self._started = time.monotonic, time.monotonic()
         self._plain_every_s, self._printed = plain_every_s, time.monotonic()
+        self._drawn = 0.0
         self._progress: Any = None
         if self._console.is_terminal:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -425,10 +429,17 @@ class RichProgress:
     def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
         self._live.add(row)
         self._last = (done, in_flight, errors)
+        now = self._clock()
         if self._progress is not None:
-            self._progress.update(self._task, completed=done, detail=self._live.line(in_flight, errors))
-        elif self._clock() - self._printed >= self._plain_every_s:
+            if now - self._drawn >= _BAR_EVERY_S:  # the bar redraws twice a second: no need to tell it each request
+                self._draw()
+        elif now - self._printed >= self._plain_every_s:
             self._plain()
+
+    def _draw(self) -> None:
+        done, in_flight, errors = self._last
+        self._drawn = self._clock()
+        self._progress.update(self._task, completed=done, detail=self._live.line(in_flight, errors))
 
     def _plain(self, fresh: bool = False) -> None:
         done, in_flight, errors = self._last
@@ -440,6 +451,7 @@ class RichProgress:
 
     def stop(self) -> None:
         if self._progress is not None:
+            self._draw()  # the last counts, whenever the last update came
             self._progress.stop()
         else:
             self._plain(fresh=True)

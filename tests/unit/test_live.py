@@ -75,3 +75,22 @@ def test_piped_the_progress_is_plain_lines_never_cut_to_a_terminals_width() -> N
     assert len(lines) == 4 and "\x1b" not in out.getvalue()  # no escape codes, one line per report
     assert lines[-1].startswith("requests 3/400 · TTFT p50 20.0 p99 29.8 ms · TPOT p50 2.00 ms · ")
     assert "in flight 2, errors 0 · 0:00" in lines[-1]
+
+
+def test_on_a_terminal_the_bar_is_told_at_most_ten_times_a_second_and_ends_on_the_last_counts() -> None:
+    import io
+
+    from rich.console import Console
+
+    from passport.cli._shared import RichProgress
+
+    out = io.StringIO()
+    bar = RichProgress(500, console=Console(file=out, width=120, force_terminal=True))
+    told: list[int] = []
+    draw = bar._draw
+    bar._draw = lambda: (told.append(bar._last[0]), draw())[1]  # type: ignore[method-assign]
+    for i in range(500):  # far faster than ten a second
+        bar.update(i + 1, 1, 0, _row(i, 10))
+    bar.stop()
+    assert told[0] == 1 and told[-1] == 500 and len(told) < 50  # the first, a few, and the last at stop
+    assert "500/500" in out.getvalue()

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness import Endpoint, Exchange, HttpClient, Timeouts
+from harness import Endpoint, Exchange, HttpClient, Timeouts, _pacer
 from harness._pacer import PacedSend, Pacer
 
 _now = time.perf_counter_ns
@@ -45,13 +45,21 @@ def _read(sock: socket.socket, n: int, timeout_s: float = 10.0) -> bytes:
     return got
 
 
+@pytest.mark.parametrize("sleep", ["absolute", "relative"])
 def test_sends_go_at_their_deadlines_never_early_in_order_and_whole(
-        pair: tuple[socket.socket, socket.socket]) -> None:
+        pair: tuple[socket.socket, socket.socket], sleep: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # absolute: clock_nanosleep(TIMER_ABSTIME) through ctypes, as on Linux; relative: the
+    # time.sleep fallback elsewhere, with its longer lead
+    if sleep == "relative":
+        monkeypatch.setattr(_pacer, "_absolute_sleep", lambda: None)
+    elif _pacer._absolute_sleep() is None:
+        pytest.skip("no clock_nanosleep on CLOCK_MONOTONIC here")
     a, b = pair
     stamps: list[int] = []
 
     async def main() -> list[int]:
         pacer = Pacer()
+        assert (pacer._sleep_until is None) == (sleep == "relative")
         pacer.start()
         first = _now() + 20_000_000
         deadlines = [first + k * 2_000_000 for k in range(20)]
@@ -67,6 +75,17 @@ def test_sends_go_at_their_deadlines_never_early_in_order_and_whole(
     late = [s - d for s, d in zip(stamps, deadlines, strict=True)]
     assert min(late) >= 0  # never before its deadline
     assert sorted(late)[len(late) // 2] < 2_000_000  # and, at the median, well within one gap
+
+
+def test_the_absolute_sleep_never_wakes_before_its_deadline() -> None:
+    sleep_until = _pacer._absolute_sleep()
+    if sleep_until is None:
+        pytest.skip("no clock_nanosleep on CLOCK_MONOTONIC here")
+    for wait_ns in (0, 1_000, 50_000, 2_000_000, 1_500_000_000 - 1):  # across a second's boundary too
+        deadline = _now() + wait_ns
+        sleep_until(deadline)
+        assert _now() >= deadline  # perf_counter is the clock it sleeps on
+    sleep_until(_now() - 10_000_000)  # a deadline passed returns at once
 
 
 def test_a_withdrawn_send_is_never_written_and_gives_its_descriptor_back(

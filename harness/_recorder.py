@@ -320,8 +320,9 @@ class TableWriter:
         `error` column the row says which column lost what, so one hostile value never loses the
         part."""
         names = self.schema.names
-        # row by row in C (map, zip), a row a step: the GIL is held at most ~1 ms at a time (the
-        # Arrow conversion), where Table.from_pylist holds it ~2 ms for a part of 512 rows
+        # the transposition in C (map, zip), a row a step; the Arrow conversion holds the GIL for
+        # about 1 ms a part of 512 rows (Table.from_pylist: about 2 ms). Building parts during the
+        # timed phase is what makes sends late at 2,000/s (docs/concepts/client-cost.md)
         buffered = dict(zip(names, map(list, zip(*[tuple(map(row.get, names)) for row in rows])), strict=True))
         try:
             return pa.table(buffered, schema=self.schema)

@@ -179,12 +179,14 @@ def test_a_sweep_campaign_judges_each_arm_at_its_knee(tmp_path: Path) -> None:
     scripted = f"{SIM} --script SCRIPT --slots 2"  # two streams generate, the rest queue
     arms = [{"name": "a", "engine": {"launch": f"{scripted} --ttft-ms 10 --itl-ms 4"}},
             {"name": "b", "engine": {"launch": f"{scripted} --ttft-ms 40 --itl-ms 4"}}]
-    # two slots: at 1 and 2 users nobody queues and TTFT is the scripted one; at 4 users half the
-    # requests wait for a slot (a request takes TTFT + 8 x 4 ms): a (10 ms) meets TTFT p90 <= 30 ms
-    # at 1 and 2 users, not at 4 (~52 ms); b (40 ms) meets it at no level
+    # two slots: at 1 and 2 users nobody queues and TTFT is the scripted one; at 8 users three in
+    # four requests wait for a slot (a request takes TTFT + 8 x 4 ms): a (10 ms) meets TTFT p50 <= 30
+    # ms at 1 and 2 users, not at 8 (about a quarter within); b (40 ms) meets it at no level. A p50
+    # over 40 requests a level is still called met with 13 stray slow requests on a busy machine
+    # (1 - 13/40 - 1.96 x sqrt(0.25 / 40) >= 0.5); a p90 target was left unclear by one
     spec = _campaign(tmp_path, arms, mode="sweep", repetitions=2,
-                     run={"sweep": {"vary": "concurrency", "levels": [1, 2, 4], "stop_when": {"error_rate_above": 0.5}},
-                          "slo": {"ttft.any.p90": "30ms"}, "canary_share": 0.0, "discard": [],
+                     run={"sweep": {"vary": "concurrency", "levels": [1, 2, 8], "stop_when": {"error_rate_above": 0.5}},
+                          "slo": {"ttft.any.p50": "30ms"}, "canary_share": 0.0, "discard": [],
                           "load": {"pattern": "closed", "concurrency": 1, "measure": {"requests": 40}}})
     result = run_cli("campaign", str(spec), "--out", str(tmp_path / "out"), "--quiet")
     assert result.returncode == 0, result.stdout + result.stderr

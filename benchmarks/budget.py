@@ -30,7 +30,6 @@ roofline's figure) and the pacer thread's CPU per send (results.client.pacer).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import pstats
 import subprocess
@@ -39,12 +38,8 @@ import tempfile
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks.roofline import _free_port, build_server  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
+from benchmarks.roofline import _free_port, build_server, passport_figures, run_passport  # noqa: E402
 
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pacer submit", ("harness/_pacer.py",)),
@@ -69,48 +64,19 @@ def _stage(filename: str, function: str) -> str:
     return "event loop + other"
 
 
-def _spec(port: int, rate: float, requests: int, work: Path) -> Path:
-    spec = {"name": "budget", "endpoint": {"base_url": f"http://127.0.0.1:{port}/s1/v1", "api": "completions",
-                                           "model": "noop"},
-            "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
-                         "output_tokens": {"dist": "fixed", "value": 1}},
-            "load": {"pattern": "poisson", "rate_per_s": rate, "warmup": {"requests": 0},
-                     "measure": {"requests": requests}},
-            "canaries": "none", "telemetry": {"metrics": "off", "nvml": "off"},
-            "validity": {"max_client_cpu_share": 100, "max_loop_lag_p99_ms": 10000, "max_dispatch_lag_p99_ms": 10000,
-                         "min_achieved_rate_fraction": 0.01, "max_error_rate": 1.0}}
-    path = work / f"spec-{requests}-{time.monotonic_ns()}.json"
-    path.write_text(json.dumps(spec))
-    return path
-
-
-def _run(spec: Path, work: Path, profile: Path | None) -> dict[str, float]:
-    """One `passport run` pinned to CPU 0, profiled into `profile` during the runner's timed phase
-    only (the loop's thread, by its own CPU clock). Returns the timed phase's figures from the
-    passport: the process's CPU per request (all threads) and the pacer thread's per send."""
-    hook = ""
+def _run(port: int, rate: float, requests: int, work: Path, profile: Path | None) -> dict[str, float]:
+    """One `passport run` as the roofline runs it (`roofline.run_passport`), profiled into
+    `profile` during the runner's timed phase only (the loop's thread, by its own CPU clock);
+    its figures (`roofline.passport_figures`)."""
+    command: tuple[str, ...] = ("-m", "passport.cli")
     if profile is not None:  # the command ends with os._exit after atexit, so an atexit handler writes it
         hook = ("import atexit, cProfile, time; import harness._runner as r; p = cProfile.Profile(time.thread_time); "
                 "atexit.register(lambda: p.dump_stats(" + repr(str(profile)) + ")); run = r.Runner.run\n"
                 "async def timed(self):\n p.enable()\n try: return await run(self)\n finally: p.disable()\n"
                 "r.Runner.run = timed\n")
-    out = work / f"out-{time.monotonic_ns()}"
-    done = subprocess.run(["taskset", "-c", "0", sys.executable, "-c",
-                           hook + "import sys; sys.argv[0] = 'passport'; from passport.cli import console; console()",
-                           "run", str(spec), "--out", str(out), "--quiet"],
-                          capture_output=True, text=True, cwd=ROOT, check=False)
-    if done.returncode not in (0, 1):
-        raise SystemExit(f"passport run failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    folder = next(p for p in out.iterdir() if p.is_dir())
-    passport = json.loads((folder / "passport.json").read_text())
-    client = passport["results"]["client"]
-    requests = pq.read_table(folder / "requests.parquet", columns=["sent_ns", "intended_ns"]).to_pandas()
-    span_s = (requests.sent_ns.max() - requests.sent_ns.min()) / 1e9
-    achieved = (len(requests) - 1) / span_s
-    pacer = client.get("pacer") or {}
-    return {"cpu_us": client["cpu_share_mean"] / achieved * 1e6, "achieved": achieved,
-            "pacer_us": pacer.get("cpu_us_per_send") or float("nan"),
-            "lag_p99_ms": float(((requests.sent_ns - requests.intended_ns) / 1e6).quantile(0.99))}
+        command = ("-c", hook + "import sys; sys.argv[0] = 'passport'; from passport.cli import console; console()")
+    load = {"pattern": "poisson", "rate_per_s": rate, "measure": {"requests": requests}}
+    return passport_figures(run_passport(port, "s1", load, 8, work, command))
 
 
 def _by_stage(profile: Path) -> dict[str, float]:
@@ -142,11 +108,10 @@ def main() -> None:
     n = args.requests
     try:
         time.sleep(0.3)
-        small, large = _spec(port, args.rate, n, work), _spec(port, args.rate, 2 * n, work)
-        plain = _run(large, work, None)
+        plain = _run(port, args.rate, 2 * n, work, None)
         profiles = (work / "small.prof", work / "large.prof")
-        _run(small, work, profiles[0])
-        _run(large, work, profiles[1])
+        _run(port, args.rate, n, work, profiles[0])
+        _run(port, args.rate, 2 * n, work, profiles[1])
         a, b = _by_stage(profiles[0]), _by_stage(profiles[1])
         stages = [s for s, _ in STAGES[::-1]] + ["event loop + other"]
         rows = {s: (b.get(s, 0.0) - a.get(s, 0.0)) / n * 1e6 for s in stages}

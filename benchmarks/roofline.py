@@ -219,8 +219,10 @@ def run_client(name: str, port: int, shape: str, seconds: float, rate: float = 0
 
 
 # -- passport --------------------------------------------------------------------------------------
-def run_passport(port: int, shape: str, load: dict[str, Any], input_tokens: int, work: Path) -> dict[str, Any]:
-    """One `passport run` as a user runs it, pinned to CPU 0; its passport and raw requests."""
+def run_passport(port: int, shape: str, load: dict[str, Any], input_tokens: int, work: Path,
+                 command: tuple[str, ...] = ("-m", "passport.cli")) -> dict[str, Any]:
+    """One `passport run` as a user runs it, pinned to CPU 0; its passport and raw requests.
+    `command`: what follows the interpreter (benchmarks/budget.py profiles the run through it)."""
     spec = {"name": f"roofline-{shape}", "endpoint": {"base_url": f"http://127.0.0.1:{port}/{shape}/v1",
                                                       "api": "completions", "model": "noop"},
             "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": input_tokens},
@@ -232,7 +234,7 @@ def run_passport(port: int, shape: str, load: dict[str, Any], input_tokens: int,
     path = work / f"spec-{time.monotonic_ns()}.json"
     path.write_text(json.dumps(spec))
     out = work / f"out-{time.monotonic_ns()}"
-    done = subprocess.run(["taskset", "-c", "0", sys.executable, "-m", "passport.cli", "run", str(path), "--out",
+    done = subprocess.run(["taskset", "-c", "0", sys.executable, *command, "run", str(path), "--out",
                            str(out), "--quiet"], check=False, capture_output=True, text=True, cwd=ROOT)
     run = next((p for p in out.iterdir() if p.is_dir()), None) if out.is_dir() else None
     if run is None:
@@ -245,6 +247,13 @@ def run_passport(port: int, shape: str, load: dict[str, Any], input_tokens: int,
 def passport_at(port: int, shape: str, rate: float, seconds: float, work: Path) -> dict[str, float]:
     got = run_passport(port, shape, {"pattern": "poisson", "rate_per_s": rate,
                                      "measure": {"requests": int(rate * seconds)}}, 8, work)
+    return {"rate": rate, **passport_figures(got)}
+
+
+def passport_figures(got: dict[str, Any]) -> dict[str, float]:
+    """An open loop's figures from `run_passport`: the rate achieved, the dispatch lag p99, the
+    timed phase's CPU per request (its CPU share, every thread, over the rate achieved), the
+    pacer thread's CPU per send, the share answered, and the passport's headroom."""
     r = got["requests"]
     lag_ms = (r.sent_ns - r.intended_ns) / 1e6
     span_s = (r.sent_ns.max() - r.sent_ns.min()) / 1e9
@@ -252,8 +261,10 @@ def passport_at(port: int, shape: str, rate: float, seconds: float, work: Path) 
     client = got["passport"]["results"]["client"]
     ok = float(r.outcome.isin(SUCCESS_OUTCOMES).mean())  # "truncated": the answer filled max_tokens
     headroom = client.get("headroom") or {}
-    return {"rate": rate, "achieved": achieved, "lag_p99_ms": float(lag_ms.quantile(0.99)),
+    pacer = client.get("pacer") or {}
+    return {"achieved": achieved, "lag_p99_ms": float(lag_ms.quantile(0.99)),
             "cpu_us": client["cpu_share_mean"] / max(achieved, 1e-9) * 1e6, "ok": ok,
+            "pacer_us": pacer.get("cpu_us_per_send") or float("nan"),
             "cpu_share": client["cpu_share_mean"], "headroom": headroom.get("factor", float("nan")),
             "predicted_share": headroom.get("predicted_cpu_share", float("nan"))}
 

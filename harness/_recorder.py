@@ -252,7 +252,6 @@ class TableWriter:
             pq.write_table(schema.empty_table(), file, compression="none")
         self._rows: list[dict[str, Any]] = []
         self._calls: list[Mapping[str, Any]] = []
-        self._piece_rows = 0
         self._buffered = 0
         self._n_parts = 1
         self._last_flush = time.monotonic()
@@ -271,8 +270,7 @@ class TableWriter:
         it afterwards); missing columns are null, keys outside the schema ignored."""
         self._rows.append(row)
         self._buffered += 1
-        if self._buffered >= self._flush_rows or time.monotonic() - self._last_flush > self._flush_s:
-            self.flush()
+        self._maybe_flush()
 
     def append_columns(self, columns: Mapping[str, Any], rows: int) -> None:
         """Buffer `rows` rows given per column (every column of the schema) as a numpy array, a
@@ -280,8 +278,10 @@ class TableWriter:
         answer of one event cost ~100 us as its own batch). A dictionary column takes its indices
         into its values (`kind`: CHUNK_KINDS)."""
         self._calls.append(columns)
-        self._piece_rows += rows
         self._buffered += rows
+        self._maybe_flush()
+
+    def _maybe_flush(self) -> None:
         if self._buffered >= self._flush_rows or time.monotonic() - self._last_flush > self._flush_s:
             self.flush()
 
@@ -295,7 +295,7 @@ class TableWriter:
         rows, calls = self._rows, self._calls
         self._rows, self._calls = [], []
         self.rows_written += self._buffered
-        self._piece_rows = self._buffered = 0
+        self._buffered = 0
         path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"
         self._n_parts += 1
         self._pending.append(self._executor.submit(self._build_and_write, rows, calls, path))

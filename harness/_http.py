@@ -479,8 +479,10 @@ class HttpClient:
                     self.pacer.start()
                 self.pacer.submit(paced)
             await ex.done
-            if paced is not None and not ex.sent_ns:
-                self.pacer.withdraw(paced)  # failed before its deadline (the connection closed): never written
+            # failed before its deadline (the connection closed): never written; or written, and
+            # its time read here when the answer came before the pacer thread could stamp it
+            if paced is not None and not self.pacer.withdraw(paced) and not ex.sent_ns:
+                ex.sent_ns = self.pacer.went_at(paced)
         except asyncio.CancelledError:
             # The run is stopping: abort the connection and return what was received, so the
             # request is still recorded (as interrupted) with its timings; one armed and not yet

@@ -249,9 +249,15 @@ def _pacer_figures(name: np.ndarray, value: np.ndarray) -> PacerFigures | None:
     if not (name == "pacer_sends_raw").any() or sends + total("withdrawn") == 0:
         return None
     cpu_s = total("cpu_s")
+
+    def every(key: str) -> bool | None:  # true in every worker (null: a harness that did not say)
+        mine = value[name == f"pacer_{key}"]
+        return bool(mine.min() > 0) if len(mine) else None
+
     return {"sends_raw": int(total("sends_raw")), "sends_via_loop": int(total("sends_via_loop")),
             "withdrawn": int(total("withdrawn")), "armed_late": int(total("armed_late")), "cpu_s": cpu_s,
-            "cpu_us_per_send": cpu_s / sends * 1e6 if sends else None}
+            "cpu_us_per_send": cpu_s / sends * 1e6 if sends else None, "native": every("native"),
+            "realtime": every("realtime")}
 
 
 def _worker_figures(run: RunData) -> list[WorkerFigures] | None:

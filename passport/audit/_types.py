@@ -112,6 +112,9 @@ class PacerFigures(TypedDict):
     armed_late: int  # armed after their deadline had passed (the loop was behind)
     cpu_s: float
     cpu_us_per_send: float | None
+    # the thread was the C helper's (harness/_pacer.c) in every worker, not a Python thread
+    native: NotRequired[bool | None]
+    realtime: NotRequired[bool | None]  # and ran under SCHED_FIFO (it preempts the loop on a shared core)
 
 
 class ClientFigures(TypedDict):

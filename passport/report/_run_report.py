@@ -20,6 +20,7 @@ from passport.audit import (
     REPORT_FILES,
     Distribution,
     HeadroomFigures,
+    PacerFigures,
     RunFiles,
     StatFigures,
     per_request_samples,
@@ -224,7 +225,8 @@ def _results_blocks(p: Passport) -> list[Block]:
     pacer = c.get("pacer")
     if pacer is not None:
         blocks.append(Para(
-            f"Pacer: {pacer['sends_raw']:,} sends written by its thread at their deadline, {pacer['sends_via_loop']:,} "
+            f"Pacer ({_pacer_thread(pacer)}): {pacer['sends_raw']:,} sends written by its thread at their deadline, "
+            f"{pacer['sends_via_loop']:,} "
             f"handed to the event loop (TLS), {pacer['withdrawn']:,} withdrawn, {pacer['armed_late']:,} armed after "
             f"their deadline (the loop was behind); {pacer['cpu_s']:.3f} s of its thread's CPU"
             + (f", {pacer['cpu_us_per_send']:.0f} us per send." if pacer["cpu_us_per_send"] is not None else ".")))
@@ -235,6 +237,16 @@ def _results_blocks(p: Passport) -> list[Block]:
                             [[str(w["worker"]), str(w["requests"]), num(w["cpu_share_mean"]), num(w["cpu_share_max"]),
                               num(w["loop_lag_p99_ms"]), num(w["dispatch_lag_p99_ms"], 3)] for w in workers]))
     return blocks
+
+
+def _pacer_thread(pacer: PacerFigures) -> str:
+    """Which thread kept the sends: the C helper's (real-time or not) or Python's."""
+    native = pacer.get("native")
+    if native is None:
+        return "its thread not recorded"
+    if not native:
+        return "a Python thread"
+    return "a C thread, real-time" if pacer.get("realtime") else "a C thread, ordinary priority"
 
 
 def headroom_sentence(h: HeadroomFigures) -> str:

@@ -111,12 +111,13 @@ class ClientCalibration:
 
 
 def _key() -> str:
-    """What the pipeline's cost depends on, hashed: the harness's source, Python, uvloop, the CPU."""
+    """What the pipeline's cost depends on, hashed: the harness's source (its C helpers too, and
+    whether they are turned off), Python, uvloop, the CPU."""
     digest = hashlib.sha256()
     import harness
 
     harness_dir = Path(harness.__file__).resolve().parent
-    for path in sorted(harness_dir.rglob("*.py")):
+    for path in sorted([*harness_dir.rglob("*.py"), *harness_dir.rglob("*.c")]):
         digest.update(path.relative_to(harness_dir).as_posix().encode())
         digest.update(path.read_bytes())
     try:
@@ -124,7 +125,8 @@ def _key() -> str:
     except metadata.PackageNotFoundError:
         loop = "asyncio"
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    digest.update(f"{CALIBRATION_VERSION}|{sys.version}|{loop}|{platform.machine()}|{_cpu_model()}|{cpus}".encode())
+    native = os.environ.get("PASSPORT_NATIVE", "1")
+    digest.update(f"{CALIBRATION_VERSION}|{native}|{sys.version}|{loop}|{platform.machine()}|{_cpu_model()}|{cpus}".encode())
     return digest.hexdigest()[:16]
 
 

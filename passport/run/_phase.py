@@ -321,8 +321,8 @@ def start_beside(inputs: TimedInputs, telemetry: TableWriter, halt: Stopping, cl
 
 def record_pacer(client: Transport, telemetry: TableWriter, t0_ns: int) -> None:
     """The pacer's own account of the phase (sends it wrote, sends handed to the loop, withdrawn,
-    armed late, its thread's CPU seconds) as telemetry rows of source `client`, once the client is
-    closed (its pacer stopped); nothing for a transport without a pacer."""
+    armed late, its thread's CPU seconds, whether that thread was C and real-time) as telemetry
+    rows of source `client`, once the client is closed (its pacer stopped); nothing for a transport without a pacer."""
     pacer = getattr(client, "pacer", None)
     if pacer is None:
         return
@@ -330,7 +330,8 @@ def record_pacer(client: Transport, telemetry: TableWriter, t0_ns: int) -> None:
     t_ns = time.perf_counter_ns() - t0_ns
     for name, value in (("pacer_sends_raw", stats.raw), ("pacer_sends_via_loop", stats.via_loop),
                         ("pacer_withdrawn", stats.withdrawn), ("pacer_armed_late", stats.armed_late),
-                        ("pacer_cpu_s", stats.cpu_s)):
+                        ("pacer_cpu_s", stats.cpu_s), ("pacer_native", stats.native),
+                        ("pacer_realtime", stats.realtime)):
         telemetry.append_row({"t_ns": t_ns, "source": "client", "name": name, "value": float(value)})
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -107,6 +108,12 @@ def test_the_installed_package_is_the_wheel_not_the_checkout(installed: Installe
                                  cwd=installed.home, env=installed.env)
         assert missing.returncode == 1, extra
     assert installed.passport("--help").returncode == 0
+    # the pacer's C helper ships as source in the wheel and is built on first use where there is a compiler
+    pacer = subprocess.run([str(installed.bin / "python"), "-c", "from harness._pacer import Pacer; "
+                            "s = Pacer().stats; print(s.native, s.native_reason)"],
+                           capture_output=True, text=True, cwd=installed.home, env=installed.env, check=True)
+    if shutil.which(os.environ.get("CC", "cc")):
+        assert pacer.stdout.split()[0] == "True", pacer.stdout
 
 
 def test_a_user_runs_verifies_compares_gates_and_keeps_a_ledger(installed: Installed, engine: str) -> None:

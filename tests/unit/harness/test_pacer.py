@@ -1,5 +1,6 @@
 """The pacer thread: sends never early, in order and whole, withdrawn ones never written, and a
-send due while the loop is busy goes on time instead of after the loop is free."""
+send due while the loop is busy goes on time instead of after the loop is free. Each test runs
+with the sends kept by the C helper (harness/_pacer.c) and by the Python thread alone."""
 
 from __future__ import annotations
 
@@ -15,6 +16,16 @@ from harness import Endpoint, Exchange, HttpClient, Timeouts, _pacer
 from harness._pacer import PacedSend, Pacer
 
 _now = time.perf_counter_ns
+
+
+@pytest.fixture(autouse=True, params=["native", "python"])
+def pacer_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every Pacer the test makes keeps its sends in C (native) or in Python (PASSPORT_NATIVE=0)."""
+    if request.param == "python":
+        monkeypatch.setenv("PASSPORT_NATIVE", "0")
+    elif not Pacer().stats.native:
+        pytest.skip(f"no C helper here: {Pacer().stats.native_reason}")
+    return str(request.param)
 
 
 @pytest.fixture
@@ -47,9 +58,12 @@ def _read(sock: socket.socket, n: int, timeout_s: float = 10.0) -> bytes:
 
 @pytest.mark.parametrize("sleep", ["absolute", "relative"])
 def test_sends_go_at_their_deadlines_never_early_in_order_and_whole(
-        pair: tuple[socket.socket, socket.socket], sleep: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        pair: tuple[socket.socket, socket.socket], sleep: str, monkeypatch: pytest.MonkeyPatch,
+        pacer_kind: str) -> None:
     # absolute: clock_nanosleep(TIMER_ABSTIME) through ctypes, as on Linux; relative: the
-    # time.sleep fallback elsewhere, with its longer lead
+    # time.sleep fallback elsewhere, with its longer lead (and no C helper)
+    if sleep == "relative" and pacer_kind == "native":
+        pytest.skip("the C helper needs the absolute sleep")
     if sleep == "relative":
         monkeypatch.setattr(_pacer, "_absolute_sleep", lambda: None)
     elif _pacer._absolute_sleep() is None:
@@ -60,6 +74,7 @@ def test_sends_go_at_their_deadlines_never_early_in_order_and_whole(
     async def main() -> list[int]:
         pacer = Pacer()
         assert (pacer._sleep_until is None) == (sleep == "relative")
+        assert pacer.stats.native == (pacer_kind == "native")
         pacer.start()
         first = _now() + 20_000_000
         deadlines = [first + k * 2_000_000 for k in range(20)]
@@ -118,6 +133,31 @@ def test_a_withdrawn_send_is_never_written_and_gives_its_descriptor_back(
     assert stamps == []
 
 
+def test_taking_back_a_send_that_went_never_touches_the_one_armed_after_it(
+        pair: tuple[socket.socket, socket.socket]) -> None:
+    """A send that went (its C slot reported and freed, then given to the next send) is not
+    withdrawn again: that withdraw must not take back the next send, which goes at its deadline."""
+    a, b = pair
+    stamps: list[int] = []
+
+    async def main() -> None:
+        pacer = Pacer()
+        pacer.start()
+        first = _send(a, _now() + 2_000_000, b"1", stamps, [])
+        pacer.submit(first)
+        await asyncio.sleep(0.02)  # sent, and reported back to the loop
+        assert pacer.went_at(first) > 0
+        second = _send(a, _now() + 10_000_000, b"2", stamps, [])
+        pacer.submit(second)
+        assert not pacer.withdraw(first)
+        await asyncio.sleep(0.03)
+        stats = pacer.stop()
+        assert (stats.raw, stats.withdrawn) == (2, 0)
+
+    asyncio.run(main())
+    assert _read(b, 2) == b"12" and len(stamps) == 2
+
+
 def test_a_send_due_while_the_loop_is_busy_goes_on_time(pair: tuple[socket.socket, socket.socket]) -> None:
     """The loop thread runs Python for 200 ms; a send due 20 ms in is written by the pacer within
     a few ms of it (the GIL handed over), not after the loop is free (180 ms late)."""
@@ -139,6 +179,38 @@ def test_a_send_due_while_the_loop_is_busy_goes_on_time(pair: tuple[socket.socke
     deadline = asyncio.run(main())
     assert _read(b, 1) == b"x"
     assert stamps and stamps[0] - deadline < 50_000_000
+
+
+def test_a_send_due_while_another_thread_holds_the_gil_goes_on_time_with_the_c_helper(
+        pair: tuple[socket.socket, socket.socket], pacer_kind: str) -> None:
+    """The loop thread holds the GIL in one C call for about 300 ms (as a Parquet part being built
+    holds it, for milliseconds): the helper writes a send due 20 ms in within a few ms of its
+    deadline; the Python pacer needs the GIL to write and goes when the call ends."""
+    a, b = pair
+    stamps: list[int] = []
+
+    async def main() -> tuple[int, int]:
+        pacer = Pacer()
+        pacer.start()
+        deadline = _now() + 20_000_000
+        pacer.submit(_send(a, deadline, b"x", stamps, []))
+        start = _now()
+        sum(range(15_000_000))  # one C call: no switch to another thread until it returns
+        held_ns = _now() - start
+        await asyncio.sleep(0.01)
+        pacer.stop()
+        return deadline, held_ns
+
+    deadline, held_ns = asyncio.run(main())
+    assert _read(b, 1) == b"x" and stamps
+    if held_ns < 60_000_000:
+        pytest.skip(f"the C call held the GIL only {held_ns / 1e6:.0f} ms: too short to tell")
+    late_ns = stamps[0] - deadline
+    assert 0 <= late_ns
+    if pacer_kind == "native":
+        assert late_ns < 20_000_000
+    else:
+        assert late_ns > 20_000_000  # waited for the call: why the helper exists
 
 
 def test_what_the_socket_does_not_take_the_loop_writes_after_it_in_order(

@@ -5,12 +5,15 @@ when calibration.json is edited afterwards."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
+from harness._pacer import Pacer
 from passport.run._calibration import _key, _measure
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
@@ -69,6 +72,11 @@ def test_every_run_states_its_headroom_and_verify_recomputes_it(
     sent = int(pq.read_table(run / "requests.parquet").column("sent_ns").drop_null().length())
     assert pacer["sends_raw"] + pacer["sends_via_loop"] == sent and pacer["sends_via_loop"] == 0
     assert pacer["cpu_s"] > 0 and 0 < pacer["cpu_us_per_send"] < 100_000
+    assert pacer["native"] == Pacer().stats.native  # the C thread where it can be built, said so
+    may_be_realtime = subprocess.run([sys.executable, "-c", "import os; os.sched_setscheduler(0, os.SCHED_FIFO, "
+                                      "os.sched_param(1))"], capture_output=True).returncode == 0
+    assert pacer["realtime"] is (pacer["native"] and may_be_realtime)  # SCHED_FIFO where this user may ask
+    assert ("a C thread" if pacer["native"] else "a Python thread") in (run / "report.md").read_text()
     assert run_cli("verify", str(run)).returncode == 0
 
     cal = json.loads((run / "calibration.json").read_text())

@@ -16,7 +16,9 @@ busy machine stays near one on an idle one (each point keeps its run-queue wait,
 
 The ceiling. benchmarks/roofline.py measures the highest rate one worker paces with dispatch lag
 p99 <= 1 ms against a zero-compute server, and the CPU share of one core it used there: past
-about `PACING_CPU_SHARE` the loop's stalls outgrow the pacer's arming horizon and sends go late.
+about `PACING_CPU_SHARE` the loop's stalls outgrow the pacer's arming horizon and sends go late
+(`PACING_CPU_SHARE_REALTIME` where the calibration's own pacer was the real-time C thread, which
+holds until the core is nearly full).
 So the ceiling at a run's mix is `(PACING_CPU_SHARE - fixed_cpu_share) / (cpu_us_per_request +
 chunks per request x cpu_us_per_chunk)` requests/s per worker. `results.client.headroom` (passport.audit) divides it
 by what the run sent; `load.workers: auto` divides what the load will offer by it.
@@ -66,14 +68,17 @@ from passport.run._plan import utc_now
 from passport.run._stages import Say
 from workloads import default_cache_dir
 
-__all__ = ["ClientCalibration", "client_calibration", "PACING_CPU_SHARE", "calibrate_run", "fit_cost",
-           "expected_chunks_per_request"]
+__all__ = ["ClientCalibration", "client_calibration", "PACING_CPU_SHARE", "PACING_CPU_SHARE_REALTIME", "calibrate_run",
+           "fit_cost", "expected_chunks_per_request"]
 
 # Of one core: where benchmarks/roofline.py's dispatch lag p99 reached 1 ms (one-token streams,
-# the CPU share measured at its ceiling: 0.34 at 500/s on 2026-12-04's machine, 0.31 at 1,000/s on
-# an earlier one).
+# the CPU share measured at its ceiling). With the pacer's Python thread: 0.34 at 500/s on
+# 2026-12-04's machine, 0.31 at 1,000/s on an earlier one; with its C thread under SCHED_FIFO,
+# which no GIL holder delays: 0.92 at 4,000/s on 2026-12-05's (lag p99 0.17 ms; 0.99 at 6,000/s:
+# 6.2 ms), the loop itself the limit.
 PACING_CPU_SHARE = 0.35
-CALIBRATION_VERSION = 2
+PACING_CPU_SHARE_REALTIME = 0.9
+CALIBRATION_VERSION = 3  # 3: the pacing share follows the pacer's thread (points carry pacer_realtime)
 _MAX_AGE_S = 7 * 86400
 # (output tokens, rate per second, requests), about a second each, within what the simulator (one
 # Python process) serves without falling behind on a 2-core machine: two rates of one-token
@@ -172,6 +177,7 @@ async def _shape(url: str, tokens: int, rate: float, requests: int, folder: Path
         await client.aclose()
         requests_w.close()
         chunks_w.close()
+    pacer = client.pacer.stats
     table = pq.read_table(folder / "requests.parquet", columns=["outcome", "n_chunks", "sent_ns"])
     outcomes = set(table.column("outcome").to_pylist())
     if not outcomes <= {"ok", "truncated"}:
@@ -183,7 +189,8 @@ async def _shape(url: str, tokens: int, rate: float, requests: int, folder: Path
             "chunks_per_request": chunks / n, "requests_per_s": n / wall_s, "chunks_per_s": chunks / wall_s,
             "cpu_us_per_request": cpu_s / n * 1e6, "cpu_share": cpu_s / wall_s,
             "achieved_per_s": (n - 1) / ((sent.max() - sent.min()) / 1e9) if n > 1 else 0.0,
-            "run_wait_share": (wait1 - wait0) / 1e9 / wall_s if wait0 is not None and wait1 is not None else -1.0}
+            "run_wait_share": (wait1 - wait0) / 1e9 / wall_s if wait0 is not None and wait1 is not None else -1.0,
+            "pacer_realtime": float(pacer.native and pacer.realtime)}
 
 
 def _measure(key: str) -> ClientCalibration:
@@ -201,7 +208,9 @@ def _measure(key: str) -> ClientCalibration:
         server.terminate()
         server.wait(5)
     fixed, per_request, per_chunk = fit_cost(points)
-    return ClientCalibration(per_request * 1e6, per_chunk * 1e6, PACING_CPU_SHARE, utc_now(), key, "measured",
+    realtime = all(p["pacer_realtime"] for p in points)
+    return ClientCalibration(per_request * 1e6, per_chunk * 1e6,
+                             PACING_CPU_SHARE_REALTIME if realtime else PACING_CPU_SHARE, utc_now(), key, "measured",
                              points, fixed)
 
 

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness._pacer import Pacer
-from passport.run._calibration import _key, _measure
+from passport.run._calibration import PACING_CPU_SHARE, PACING_CPU_SHARE_REALTIME, _key, _measure
 from tests.conftest import SimFactory, only_run_dir, run_cli
 from tests.integration.test_faults import _spec
 
@@ -34,6 +34,11 @@ def test_a_measured_calibration_prices_a_chunk_and_a_request() -> None:
         predicted = (calibration.fixed_cpu_share + p["requests_per_s"] * calibration.cpu_us_per_request / 1e6
                      + p["chunks_per_s"] * calibration.cpu_us_per_chunk / 1e6)
         assert predicted == pytest.approx(p["cpu_share"], abs=0.05)
+    # where its pacer was the real-time C thread (no GIL holder delays a send) pacing holds until the
+    # core is nearly full; with the Python thread, at about a third of it
+    realtime = {p["pacer_realtime"] for p in calibration.points}
+    assert realtime in ({0.0}, {1.0}) and Pacer().stats.native >= (realtime == {1.0})
+    assert calibration.pacing_cpu_share == (PACING_CPU_SHARE_REALTIME if realtime == {1.0} else PACING_CPU_SHARE)
     for point in calibration.points:  # the simulator kept up: the rates asked for were sent
         assert point["achieved_per_s"] == pytest.approx(point["rate_per_s"], rel=0.1)
 

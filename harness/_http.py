@@ -502,6 +502,7 @@ class HttpClient:
         limits = [n for n in (first_ns, stall_ns, total_ns) if n is not None]
         cap_ns = min([int(self._tick_s * 1e9), *limits])
         while True:
+            self.pacer.drain()  # paced sends reported since the last send: their exchanges stamped
             now = _now()
             earliest = now + cap_ns
             for ex in list(self._in_flight):

@@ -6,10 +6,11 @@
  * before the earliest (a condition wait on CLOCK_MONOTONIC, so an earlier send armed meanwhile
  * wakes it), spins the rest, claims the slot (ARMED -> SENDING, atomically: a withdraw from the
  * loop and the send never both win), stamps the time and writes the bytes to the slot's
- * descriptor (a duplicate the slot owns and closes). Every slot it is done with (sent, found
- * withdrawn, or due with no descriptor: TLS, which only the loop's transport can write) is
- * reported to the loop as (index, generation) on a pipe, whose reader stamps the exchange,
- * writes what the socket did not take, and frees the slot.
+ * descriptor (a duplicate the slot owns and closes). Every slot it is done with is reported to
+ * the loop as (index, generation): one the loop must act on at once (due with no descriptor: TLS,
+ * which only the loop's transport can write; or written in part) on a pipe, which wakes the loop;
+ * the rest (sent whole, or found withdrawn) in a ring the loop drains when it next arms a send
+ * (pp_drain), so that a send costs the loop no wake-up of its own.
  *
  * The request bytes a slot points to are kept alive by the loop until it frees the slot.
  */
@@ -49,6 +50,9 @@ typedef struct {
     pthread_cond_t cv;
     pp_slot *slots;
     int32_t *heap; /* slot indices, a binary heap by deadline */
+    int32_t *ring; /* (index, generation) of slots done with, for pp_drain: as many as slots, so it never fills */
+    int64_t ring_tail; /* written by this thread only */
+    int64_t ring_head; /* read by pp_drain only */
     int32_t n_heap;
     int32_t n_slots;
     int32_t stop;
@@ -108,6 +112,27 @@ static void report(pp_pacer *p, int32_t idx, int32_t gen) {
     }
 }
 
+static void report_quietly(pp_pacer *p, int32_t idx, int32_t gen) {
+    int64_t at = (p->ring_tail % p->n_slots) * 2;
+    p->ring[at] = idx;
+    p->ring[at + 1] = gen;
+    __atomic_store_n(&p->ring_tail, p->ring_tail + 1, __ATOMIC_RELEASE);
+}
+
+/* Up to `most` reports from the ring into `out` (pairs); how many. The loop's side. */
+int32_t pp_drain(pp_pacer *p, int32_t *out, int32_t most) {
+    int64_t tail = __atomic_load_n(&p->ring_tail, __ATOMIC_ACQUIRE);
+    int32_t k = 0;
+    while (p->ring_head < tail && k < most) {
+        int64_t at = (p->ring_head % p->n_slots) * 2;
+        out[2 * k] = p->ring[at];
+        out[2 * k + 1] = p->ring[at + 1];
+        p->ring_head++;
+        k++;
+    }
+    return k;
+}
+
 int pp_claim(pp_slot *slot, int32_t to) {
     int32_t expected = PP_ARMED;
     return __atomic_compare_exchange_n(&slot->state, &expected, to, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
@@ -121,7 +146,7 @@ static void send_slot(pp_pacer *p, int32_t idx) {
     pp_slot *s = &p->slots[idx];
     int32_t gen = s->gen;
     if (!pp_claim(s, PP_SENDING)) { /* withdrawn: the loop closed its descriptor */
-        report(p, idx, gen);
+        report_quietly(p, idx, gen);
         return;
     }
     if (s->fd >= 0) {
@@ -137,8 +162,12 @@ static void send_slot(pp_pacer *p, int32_t idx) {
         s->fd = -1;
         __atomic_add_fetch(&p->stats.raw, 1, __ATOMIC_RELAXED);
         pp_set_state(s, PP_SENT);
+        if (done == s->size) {
+            report_quietly(p, idx, gen);
+            return;
+        }
     }
-    report(p, idx, gen); /* a slot left SENDING without a descriptor: the loop writes it now */
+    report(p, idx, gen); /* the loop writes it now: all of it (TLS) or the rest */
 }
 
 static void *run(void *arg) {
@@ -179,8 +208,9 @@ pp_pacer *pp_new(int32_t n_slots, int32_t report_fd, int64_t lead_ns) {
     if (!p) return NULL;
     p->slots = calloc((size_t)n_slots, sizeof *p->slots);
     p->heap = calloc((size_t)n_slots, sizeof *p->heap);
-    if (!p->slots || !p->heap) {
-        free(p->slots); free(p->heap); free(p);
+    p->ring = calloc((size_t)n_slots * 2, sizeof *p->ring);
+    if (!p->slots || !p->heap || !p->ring) {
+        free(p->slots); free(p->heap); free(p->ring); free(p);
         return NULL;
     }
     pthread_condattr_t attr;
@@ -237,5 +267,6 @@ void pp_free(pp_pacer *p) {
     pthread_cond_destroy(&p->cv);
     free(p->slots);
     free(p->heap);
+    free(p->ring);
     free(p);
 }

@@ -63,6 +63,7 @@ _COARSE_NS = 2_000_000  # further out than this, wait on the condition (new earl
 _FREE, _ARMED, _SENDING, _SENT, _WITHDRAWN = range(5)
 _DONE = _SENT
 _SLOTS = 1 << 16  # C slots: sends armed and not yet reported back to the loop
+_DRAIN = 256  # reports taken from the C thread's ring per call
 
 
 def _fine_timer_slack() -> bool:
@@ -204,14 +205,16 @@ def _bind(lib: NativeLibrary) -> None:
             (held.pp_arm, [p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64], None),
             (held.pp_claim, [slot, ctypes.c_int32], ctypes.c_int), (held.pp_state, [slot], ctypes.c_int32),
             (held.pp_set_state, [slot, ctypes.c_int32], None),
+            (held.pp_drain, [p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32], ctypes.c_int32),
             (released.pp_stop, [p], None), (held.pp_free, [p], None))
     for fn, args, result in functions:
         fn.argtypes, fn.restype = args, result
 
 
 class _CThread:
-    """The C pacer thread (harness/_pacer.c) of one loop: slots armed from the loop, reports of
-    the slots it is done with read on the loop from a pipe (`loop.add_reader`)."""
+    """The C pacer thread (harness/_pacer.c) of one loop: slots armed from the loop; reports of
+    the slots it is done with read on the loop from a pipe (`loop.add_reader`: what the loop must
+    write now) or drained from a ring as the loop arms the next send (`drain`: the rest)."""
 
     def __init__(self, lib: NativeLibrary, loop: asyncio.AbstractEventLoop, lead_ns: int, stats: PacerStats) -> None:
         self._lib = lib.held
@@ -226,12 +229,14 @@ class _CThread:
         self._slots = ctypes.cast(self._lib.pp_slots(self._pacer), ctypes.POINTER(_Slot * _SLOTS)).contents
         self._free = list(range(_SLOTS - 1, -1, -1))
         self._armed: dict[int, PacedSend] = {}
+        self._drained = (ctypes.c_int32 * (2 * _DRAIN))()
         loop.add_reader(self._read_fd, self._reports)
         if self._lib.pp_start(self._pacer) != 0:
             raise OSError("the C pacer thread could not start")
 
     def arm(self, send: PacedSend) -> bool:
         """Hand `send` to the C thread; False when every slot is taken (the caller keeps it)."""
+        self.drain()
         if not self._free:
             return False
         idx = self._free.pop()
@@ -270,6 +275,17 @@ class _CThread:
         for k in range(0, len(reports), 2):
             self._report(reports[k], reports[k + 1])
 
+    def drain(self) -> None:
+        """On the loop: the reports of sends done with that needed no wake-up (sent whole, or
+        withdrawn), so each stamps its exchange and frees its slot."""
+        out = self._drained
+        while True:
+            n = self._lib.pp_drain(self._pacer, out, _DRAIN)
+            for k in range(0, 2 * n, 2):
+                self._report(out[k], out[k + 1])
+            if n < _DRAIN:
+                return
+
     def _report(self, idx: int, gen: int) -> None:
         send = self._armed.get(idx)
         if send is None or send.gen != gen:
@@ -295,6 +311,7 @@ class _CThread:
     def stop(self) -> None:
         """End the thread, withdraw what it had not sent, read its last reports."""
         self._stop(self._pacer)
+        self.drain()
         self._reports_until_empty()
         for send in list(self._armed.values()):
             if self.withdraw(send):
@@ -397,6 +414,11 @@ class Pacer:
             self._close(send)
         self.stats.withdrawn += 1
         return True
+
+    def drain(self) -> None:
+        """On the loop: take in what the C thread reported without waking it (each exchange stamped)."""
+        if self._c is not None:
+            self._c.drain()
 
     def went_at(self, send: PacedSend) -> int:
         """When `send`'s bytes went (0: they have not); on the loop, even before the thread's report."""

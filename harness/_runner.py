@@ -57,11 +57,18 @@ START_LEAD_NS = 20_000_000  # first open-loop deadline: 20 ms after start, so se
 # A paced send is armed this long before its deadline (connection chosen, answer awaited): more
 # than the loop's own lag at the rates one worker holds (a loop timer rounds to 1 ms).
 ARM_NS = 3_000_000
+# An open loop arms every request due to be armed within this without a sleep of its own: the
+# loop's timers round to 1 ms anyway, and at thousands a second a sleep per request cost more than
+# the arming itself. So a request is armed 3 to 4 ms before its deadline.
+_ARM_EARLY_NS = 1_000_000
 _STOP_HEARD_NS = 50_000_000  # a stop ends any wait longer than this at once; shorter ones run out
 # Bytes of finished answers waiting to be recorded before users wait for the recorder: an
 # endpoint answering faster than answers can be parsed (a flood cut at a limit every few ms)
 # must not grow the harness's memory without bound. Ordinary answers are kilobytes.
 _BACKLOG_BYTES = 64 << 20
+# The recorder yields to the loop after this much recording, not after each record (a task step
+# per request was a tenth of a short request's cost at thousands a second).
+_RECORD_TURN_NS = 200_000
 
 RecordText = str  # "full" | "hashes"
 _SENDING: Mapping[str, object] = types.MappingProxyType({})  # the progress row of a request being sent
@@ -231,9 +238,9 @@ class Runner:
         self._connect_failures = 0
         self._context: dict[tuple[int, int], int] = {}  # a session's context tokens so far, by (rep, seq)
         self.abort_reason: str | None = None
-        # Finished exchanges wait here for the recorder task, which records one, then yields to
-        # the loop: when many streams end together, arriving chunks wait for one record (about
-        # 0.3 ms), never for the whole queue.
+        # Finished exchanges wait here for the recorder task, which records for up to
+        # _RECORD_TURN_NS, then yields to the loop: when many streams end together, arriving
+        # chunks wait for about that (and one record), never for the whole queue.
         self._backlog: deque[_Done] = deque()
         self._backlog_bytes = 0
         self._drained = asyncio.Event()
@@ -271,9 +278,12 @@ class Runner:
         while True:
             await self._backlog_ready.wait()
             self._backlog_ready.clear()
+            turn_ns = _now() + _RECORD_TURN_NS
             while self._backlog:
                 self._record_one(self._backlog.popleft())
-                await asyncio.sleep(0)  # let the loop read sockets between records
+                if self._backlog and _now() >= turn_ns:
+                    await asyncio.sleep(0)  # let the loop read sockets between records
+                    turn_ns = _now() + _RECORD_TURN_NS
 
     def _queue(self, done: _Done) -> None:
         """Hand a finished attempt to the recorder task."""
@@ -581,7 +591,8 @@ class Runner:
                 start_ns = max(start_ns, _now() + START_LEAD_NS - int(offsets[seq]))
                 warmups.clear()
             deadline = start_ns + int(offsets[seq])
-            await self._sleep_until(deadline - ARM_NS)
+            if deadline - ARM_NS - _now() > _ARM_EARLY_NS:  # else armed now, up to _ARM_EARLY_NS early
+                await self._sleep_until(deadline - ARM_NS)
             if self._stop.is_set():
                 break
             slot_ns = None

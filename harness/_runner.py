@@ -40,7 +40,7 @@ import orjson
 from harness._checks import check_json, check_tool_call
 from harness._http import Exchange
 from harness._loadspec import LoadSpec
-from harness._openai import SUCCESS_OUTCOMES, Api, StreamSummary, judge
+from harness._openai import SUCCESS_OUTCOMES, Api, ChunkKind, StreamSummary, judge
 from harness._recorder import TableWriter
 from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import Schedule
@@ -71,6 +71,10 @@ _BACKLOG_BYTES = 64 << 20
 _RECORD_TURN_NS = 200_000
 
 RecordText = str  # "full" | "hashes"
+_SEQ = np.arange(4096, dtype=np.int32)  # chunk numbers: an answer's are a view of these (never written to)
+_SEQ.flags.writeable = False
+# token_bearing by chunk kind, looked up in one step
+_TOKEN_BEARING = np.array([k in (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL) for k in range(128)])
 _SENDING: Mapping[str, object] = types.MappingProxyType({})  # the progress row of a request being sent
 
 
@@ -517,8 +521,10 @@ class Runner:
         kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
         events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else [None] * n
         data = sse.data_piece(scrub_bytes if has_secret(sse.body()) else None) if self._full_text else [None] * n
-        return {"request_id": np.full(n, rid, dtype=np.int64), "seq": np.arange(n, dtype=np.int32),
-                "recv_ns": sse.times_ns - self._t0, "kind": kinds, "token_bearing": (kinds >= 1) & (kinds <= 3),
+        request_id = np.empty(n, dtype=np.int64)
+        request_id.fill(rid)  # np.full is a Python function around these two calls
+        return {"request_id": request_id, "seq": _SEQ[:n] if n <= len(_SEQ) else np.arange(n, dtype=np.int32),
+                "recv_ns": sse.times_ns - self._t0, "kind": kinds, "token_bearing": _TOKEN_BEARING[kinds],
                 "n_chars": np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32),
                 "event": events, "data": data}
 

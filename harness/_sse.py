@@ -50,7 +50,7 @@ class SSEParser:
     """
 
     __slots__ = ("_body", "_read_ends", "_read_times", "_split", "_frozen", "times_ns", "_payloads", "_ends",
-                 "event_names", "_done", "_leftover")
+                 "event_names", "_done", "_leftover", "_n")
 
     def __init__(self) -> None:
         self._body = bytearray()
@@ -85,6 +85,7 @@ class SSEParser:
         if len(body) <= _SMALL_BODY_BYTES:  # most answers of a few events: Python's finds beat numpy's calls
             small = _small_single_line_event_ends(body)
             if small is not None:
+                self._n = len(small)
                 self._ends = np.array(small, dtype=np.int64)
                 self._payloads = None
                 self._leftover = b""
@@ -101,7 +102,7 @@ class SSEParser:
             self._ends = ends
             self._payloads = None
             self._leftover = b""
-            n = len(ends)
+            n = self._n = len(ends)
             self._done = n > 0 and body.endswith(b"data: [DONE]\n\n")
         else:
             if b"\r" in body:
@@ -113,6 +114,7 @@ class SSEParser:
             self.event_names = names
             self._leftover = leftover
             self._done = b"[DONE]" in payloads[-2:]
+            self._n = len(payloads)
             ends = np.array(ends_list, dtype=np.int64)
         if len(ends):
             idx = np.searchsorted(np.frombuffer(self._read_ends, dtype=np.int64), ends, side="left")
@@ -161,8 +163,9 @@ class SSEParser:
         return EventBodies(self._frozen, self._ends)
 
     def __len__(self) -> int:
-        self._ensure_split()
-        return len(self._ends) if self._ends is not None else len(self.payloads)
+        if not self._split:
+            self._ensure_split()
+        return self._n
 
     def data(self, index: int) -> bytes:
         """The data payload of event `index`."""

@@ -38,3 +38,15 @@ def test_a_cut_of_the_key_inside_a_megabyte_run_is_found_and_masked() -> None:
     leaked = plain + KEY[3:17].encode() + plain
     assert has_secret(leaked)
     assert scrub_bytes(leaked) == b"***"  # the run that holds it is masked whole
+
+
+@pytest.mark.parametrize("padding", [0, 5000])  # a short text is searched in one call, a long one word by word
+def test_credentials_by_their_form_are_masked_in_short_and_long_texts(padding: int) -> None:
+    pad = "word " * (padding // 5)
+    for leak, masked in (("Authorization: Bearer abc.def", "Authorization: ***"),
+                         ("fetch https://user:pw@host/x", "fetch https://***@host/x"),
+                         ("x-api-key=zzz", "x-api-key=***")):
+        text = f"{pad}{leak} end"
+        assert has_secret(text.encode()), leak
+        assert scrub(text) == f"{pad}{masked} end", leak
+    assert not has_secret((pad + "nothing here").encode()) and scrub(pad + "plain") == pad + "plain"

@@ -9,8 +9,8 @@ Stages are the modules a request passes through, in order:
 
 - `schedule + arming`: the runner's open loop, its sleeps and a task per request
   (harness/_runner.py, asyncio's tasks and timers);
-- `pacer submit`: handing the send to the pacer thread (harness/_pacer.py, on the loop; the
-  thread's own CPU is reported by the runner separately);
+- `pacer (on the loop)`: arming the send and taking the pacer thread's reports back
+  (harness/_pacer.py, on the loop; the thread's own CPU is reported separately);
 - `send + read`: the HTTP exchange (harness/_http.py, _transport.py), the response head;
 - `stream parse`: the SSE reader (harness/_sse.py) and the answer's judgement (_openai.py);
 - `record`: the row and its chunks (the runner's _record*, harness/_recorder.py), Parquet parts
@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.roofline import _free_port, build_server, passport_figures, run_passport  # noqa: E402
 
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("pacer submit", ("harness/_pacer.py",)),
+    ("pacer (on the loop)", ("harness/_pacer.py",)),
     ("send + read", ("harness/_http.py", "harness/_transport.py")),
     ("stream parse", ("harness/_sse.py", "harness/_openai.py")),
     ("record", ("harness/_recorder.py", "pyarrow/", "harness/_redact.py")),

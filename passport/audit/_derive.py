@@ -115,7 +115,8 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
         clocks=(protocol.get("workers") or {}).get("clocks"),
-        lags=lag_facts(requests, run.telemetry, discarded) if rules_version >= 3 else None,
+        lags=lag_facts(requests, run.telemetry, discarded, less_connect=rules_version >= 8 and not open_loop)
+        if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
         server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,

@@ -30,9 +30,12 @@ SIGNED_SINCE = "1.4"
 # predicts (the headroom it states is then overstated). 7: an open loop whose in-flight cap held 1 %
 # or more of its measured requests WARNs on achieved_rate instead of failing (the cap is the load
 # declared), with the slot waits said; and the requests in flight when a run is stopped are
-# counted apart (counts.interrupted), not as failures of error_rate.
+# counted apart (counts.interrupted), not as failures of error_rate. 8: a closed loop's dispatch
+# lag is judged less each new connection's setup (connect_ns, the server's accept), as the
+# dispatch_lag metric has always been: a thousand users connecting at once to a server whose
+# accept queue overflowed were INVALID for its one-second SYN retry.
 RULES_KEY = "passport.rules"
-RULES_VERSION = 7
+RULES_VERSION = 8
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"

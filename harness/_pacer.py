@@ -15,8 +15,10 @@ condition to `lead_ns` (25 us) before the earliest, spins the rest and writes; i
 SCHED_FIFO (granted to root, or where RLIMIT_RTPRIO allows) so that on a core it shares with the
 loop it runs when due rather than when the scheduler's fairness lets it (at 2,000 requests/s on
 one core: dispatch lag p99 0.10 ms real-time, 1.7 ms without). The loop learns of each send it
-is done with from a pipe (`loop.add_reader`): the exchange is stamped, the rest written, the slot
-freed; `went_at` reads a send's time from its slot when the answer came first.
+is done with from a ring it drains as it arms the next (a send whole, or one withdrawn: no wake-up
+of its own), or from a pipe (`loop.add_reader`) when it must write (TLS, or what the socket did
+not take); each is stamped and its slot freed; `went_at` reads a send's time from its slot when
+the answer came before the report.
 
 **The Python thread** (elsewhere, or `PASSPORT_NATIVE=0`): it sleeps to the deadline with
 `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)` through ctypes (the GIL free while it sleeps;
@@ -59,9 +61,8 @@ SWITCH_INTERVAL_S = 5e-5  # the GIL's switch interval while a pacer runs (CPytho
 _LEAD_NS = 25_000  # wake this early (an absolute sleep): the kernel's wake-up, then a short spin
 _RELATIVE_LEAD_NS = 150_000  # with a relative sleep (no clock_nanosleep): it overshoots more
 _COARSE_NS = 2_000_000  # further out than this, wait on the condition (new earlier sends wake it)
-# a send's state; the C thread's slot uses the same values (and _FREE, _SENT), harness/_pacer.c
+# a send's state (the Python thread uses _ARMED to _WITHDRAWN; the C thread's slots all, harness/_pacer.c)
 _FREE, _ARMED, _SENDING, _SENT, _WITHDRAWN = range(5)
-_DONE = _SENT
 _SLOTS = 1 << 16  # C slots: sends armed and not yet reported back to the loop
 _DRAIN = 256  # reports taken from the C thread's ring per call
 
@@ -489,7 +490,7 @@ class Pacer:
             send.stamp(send.sent_ns)
             # an error (-1) is met again by the transport's own write, which fails the exchange
             written = max(0, _write(send.fd, send.request, len(send.request)))
-            send.state = _DONE
+            send.state = _SENT
         self._close(send)
         self.stats.raw += 1
         if written < len(send.request):
@@ -500,7 +501,7 @@ class Pacer:
         send.sent_ns = _now()
         send.stamp(send.sent_ns)
         send.rest(send.request)
-        send.state = _DONE
+        send.state = _SENT
 
     @staticmethod
     def _close(send: PacedSend) -> None:

@@ -20,7 +20,6 @@ without data, which are dropped, and an optional `event:` name. A lone CR as a l
 from __future__ import annotations
 
 from array import array
-from bisect import bisect_left
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -82,20 +81,6 @@ class SSEParser:
         body = self._frozen = bytes(self._body)
         self._ends: np.ndarray | None
         self._payloads: list[bytes] | None
-        if len(body) <= _SMALL_BODY_BYTES:  # most answers of a few events: Python's finds beat numpy's calls
-            small = _small_single_line_event_ends(body)
-            if small is not None:
-                self._n = len(small)
-                self._ends = np.array(small, dtype=np.int64)
-                self._payloads = None
-                self._leftover = b""
-                self._done = body.endswith(b"data: [DONE]\n\n")
-                read_ends, read_times = self._read_ends, self._read_times
-                if len(read_times) == 1:
-                    self.times_ns = np.full(len(small), read_times[0], dtype=np.int64)
-                else:
-                    self.times_ns = np.array([read_times[bisect_left(read_ends, end)] for end in small], dtype=np.int64)
-                return
         single = _single_line_event_ends(body)
         if single is not None:
             ends = single  # the common case: no per-event Python work at all
@@ -116,7 +101,9 @@ class SSEParser:
             self._done = b"[DONE]" in payloads[-2:]
             self._n = len(payloads)
             ends = np.array(ends_list, dtype=np.int64)
-        if len(ends):
+        if len(self._read_times) == 1:  # one read held the whole answer (most short ones)
+            self.times_ns = np.full(len(ends), self._read_times[0], dtype=np.int64)
+        elif len(ends):
             idx = np.searchsorted(np.frombuffer(self._read_ends, dtype=np.int64), ends, side="left")
             self.times_ns = np.frombuffer(self._read_times, dtype=np.int64)[idx]
         else:
@@ -205,7 +192,11 @@ def _small_single_line_event_ends(body: bytes) -> list[int] | None:
 def _single_line_event_ends(body: bytes) -> np.ndarray | None:
     """End offsets of the events when every event is exactly one `data: ` line and nothing is
     left over, else None. Checked in C: the body starts with `data: ` and ends with a blank
-    line, every separator is followed by `data: `, and the only newlines are the separators'."""
+    line, every separator is followed by `data: `, and the only newlines are the separators'.
+    A short body's events are found with `bytes.find` (a few calls beat numpy's)."""
+    if len(body) <= _SMALL_BODY_BYTES:
+        small = _small_single_line_event_ends(body)
+        return None if small is None else np.array(small, dtype=np.int64)
     n = body.count(b"\n\n")
     if not n or body[:6] != b"data: " or body[-2:] != b"\n\n":
         return None

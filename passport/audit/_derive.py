@@ -18,7 +18,13 @@ import pyarrow as pa
 
 from passport.audit._canaries import canary_counts, canary_figures
 from passport.audit._counters import counter_facts
-from passport.audit._counts import count_outcomes, found_cap_full, measured_rows, offered_and_achieved_rates
+from passport.audit._counts import (
+    achieved_pace,
+    count_outcomes,
+    found_cap_full,
+    measured_rows,
+    offered_and_achieved_rates,
+)
 from passport.audit._files import RunSource
 from passport.audit._lag import lag_facts
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
@@ -124,6 +130,8 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         model_listing=model_listing(run.files) if rules_version >= 5 else None,
         calibration_judged=rules_version >= 6,
         cap_is_load=rules_version >= 7,
+        pace=achieved_pace(requests, discarded) if rules_version >= 9 and open_loop else None,
+        pace_judged=rules_version >= 9,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts), run)

@@ -8,11 +8,13 @@ never change the verdict, but the report lists them as caveats. Thresholds come 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from passport.audit._counters import TOKEN_SLACK_PER_ANSWER, CounterFacts
+from passport.audit._counts import Pace
 from passport.audit._lag import LagFacts, client_rule, dispatch_lag_rule
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
 
@@ -61,6 +63,10 @@ class RunFacts:
     model_listing: tuple[str, list[str] | None] | None = None
     calibration_judged: bool = False  # rules version 6 on: the stated calibration against the CPU measured
     cap_is_load: bool = False  # rules version 7 on: a binding in-flight cap is the declared load, said, not failed
+    # Rules version 9 on (open loops): the pace completions kept with the schedule, with its
+    # sampling interval (`achieved_pace`), judged in place of the first-to-last spans.
+    pace: Pace | None = None
+    pace_judged: bool = False  # rules version 9 on: a window too short for a pace is said (SKIP)
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -287,6 +293,11 @@ def _achieved_rate(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim
     offered, achieved = f.offered_rate_per_s, f.achieved_rate_per_s
     if offered is None or achieved is None:
         return [_note("achieved_rate", "SKIP", "too few measured requests")]
+    if f.pace_judged:
+        if f.pace is None:
+            return [_note("achieved_rate", "SKIP", "too few successful measured requests to read the pace "
+                                                   "completions kept with the schedule")]
+        return _achieved_pace(r, f, f.pace, offered, lim)
     fraction = achieved / offered
     capped = _cap_held(r, f)
     message = f"completions came at {achieved:.3f} req/s while the schedule offered {offered:.3f} req/s"
@@ -303,6 +314,37 @@ def _achieved_rate(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim
                       "intended time, with the wait", soft=True)]
     return [_rule("achieved_rate", fraction >= lim["min_achieved_rate_fraction"], round(fraction, 4),
                   lim["min_achieved_rate_fraction"], message,
+                  "the server did not keep up with the offered load: the latencies include queueing; "
+                  "lower load.rate_per_s to measure below saturation")]
+
+
+def _achieved_pace(r: ResultsFigures, f: RunFacts, pace: Pace, offered: float,
+                   lim: ValidityLimits) -> list[RuleFigures]:
+    """Rules version 9 on: fails only when the server fell behind beyond the window's own spread."""
+    limit = lim["min_achieved_rate_fraction"]
+    high = "no upper bound" if math.isinf(pace.high) else f"{pace.high:.3f}"
+    declared = "" if f.declared_rate_per_s is None else (
+        f"; the declared {f.declared_rate_per_s:g}/s is the mean its random arrivals approach")
+    message = (f"achieved / offered = {pace.fraction:.3f} [{pace.low:.3f}, {high}] (95 %): successful completions "
+               f"kept {pace.fraction:.3f} of the schedule's pace, {pace.fraction * offered:.3f} req/s against "
+               f"{offered:.3f} req/s offered (first to last scheduled arrival{declared}); the pace is the slope of "
+               f"completion time on scheduled time over {pace.succeeded} successful of {pace.measured} measured "
+               "requests, so one slow first or last request does not sway it")
+    capped = _cap_held(r, f)
+    if capped is not None:
+        return [_rule("achieved_rate", pace.fraction >= limit, round(pace.fraction, 4), limit, message + capped,
+                      "to measure the open loop the rate declares, raise load.concurrency (the cap) or lower "
+                      "load.rate_per_s; TTFT, ITL and E2E start at the send, after the slot, and *.sched ones at the "
+                      "intended time, with the wait", soft=True)]
+    if pace.fraction >= limit:
+        return [_rule("achieved_rate", True, round(pace.fraction, 4), limit, message)]
+    if pace.high >= limit:
+        return [_rule("achieved_rate", False, round(pace.fraction, 4), limit,
+                      message + f"; below {limit:g}, but the interval reaches it: this window cannot tell whether "
+                      "the server kept up",
+                      f"measure more requests (load.measure; {pace.measured} now) or a longer window to tell",
+                      soft=True)]
+    return [_rule("achieved_rate", False, round(pace.fraction, 4), limit, message,
                   "the server did not keep up with the offered load: the latencies include queueing; "
                   "lower load.rate_per_s to measure below saturation")]
 
@@ -513,9 +555,12 @@ RULE_DOCS: dict[str, RuleDoc] = {
                                      "predicts for the load", "<= 2 x predicted + 0.05", "WARN"),
     "clock_offsets": RuleDoc(1, "each worker's clock offset from the coordinator's was bounded before and after "
                                 "the run (workers on other hosts)", "within 1 ms", "WARN"),
-    "achieved_rate": RuleDoc(1, "an open loop sent at the rate it declared", "validity.min_achieved_rate_fraction",
-                             "FAIL; WARN from rules version 7 when the in-flight cap held the load (a rate under a "
-                             "cap, as declared)"),
+    "achieved_rate": RuleDoc(1, "an open loop's successful completions kept the pace of its schedule (from rules "
+                                "version 9 the slope of completion time on scheduled time, with its 95 % interval; "
+                                "before, the first-to-last spans)", "validity.min_achieved_rate_fraction",
+                             "FAIL (from rules version 9 only when the whole interval lies below the limit; WARN when "
+                             "the window cannot tell); WARN from rules version 7 when the in-flight cap held the load "
+                             "(a rate under a cap, as declared)"),
     "engine_alive": RuleDoc(1, "a launched engine stayed up through the timed phase", "0 exits", "FAIL"),
     "context_capacity": RuleDoc(1, "the workload's longest request fits the context the engine realized",
                                 "needed <= realized context", "FAIL"),

@@ -40,6 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from passport.audit import numeric_column
+from passport.audit._student import t_critical, t_two_sided_p
 
 __all__ = ["min_samples", "slice_rates", "holm", "Test", "Estimate", "quantile_estimate", "pooled_quantile_estimate",
            "mean_estimate", "Difference", "difference", "t_two_sided_p", "t_critical", "BLOCKS", "MIN_PER_BLOCK"]
@@ -159,56 +160,6 @@ def difference(base: Estimate, other: Estimate) -> Difference:
     denominator = (var_b**2 / base.df if var_b else 0.0) + (var_o**2 / other.df if var_o else 0.0)
     df = (var_b + var_o) ** 2 / denominator
     return Difference(d, se, df, t_two_sided_p(d / se, df))
-
-
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    """The continued fraction of the regularized incomplete beta function (modified Lentz)."""
-    tiny = 1e-300
-    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
-                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
-            d = 1.0 + numerator * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-15:
-            break
-    return h
-
-
-def _incomplete_beta(a: float, b: float, x: float) -> float:
-    """I_x(a, b), the regularized incomplete beta function."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _beta_fraction(a, b, x) / a
-    return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
-
-
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with df degrees of freedom (the normal when df is infinite)."""
-    if math.isinf(df):
-        return math.erfc(abs(t) / math.sqrt(2.0))
-    return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
-
-
-def t_critical(p: float, df: float) -> float:
-    """The t with two-sided tail probability p (bisection on `t_two_sided_p`)."""
-    low, high = 0.0, 1e6
-    for _ in range(100):
-        mid = (low + high) / 2.0
-        if t_two_sided_p(mid, df) > p:
-            low = mid
-        else:
-            high = mid
-    return (low + high) / 2.0
 
 
 def slice_rates(requests: pa.Table, measured: np.ndarray, ok: np.ndarray, meets: np.ndarray | None,

@@ -143,7 +143,8 @@ class ValiditySpec(_Strict):
         20.0, gt=0, description="An event-loop lag above this warns (it fails above max_lag_share of TTFT p50).")
     min_achieved_rate_fraction: float = Field(
         0.9, gt=0, le=1,
-        description="An open loop must send at least this share of its declared rate (rule achieved_rate).",
+        description="An open loop's successful completions must keep at least this share of its schedule's pace "
+                    "(rule achieved_rate; judged on the pace's 95 % interval).",
     )
     max_lag_share: float = Field(
         0.1, gt=0, description="Dispatch and loop lag fail above this share of the latency they distort: E2E p50 "

@@ -38,6 +38,9 @@ def main() -> None:
     parser.add_argument("--ignore-formats", action="store_true",
                         help="answer structured-output and tool requests with plain text (fields dropped)")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
+    parser.add_argument("--tokens-per-chunk", type=int, default=1, metavar="K",
+                        help="after a first chunk of one token, send K tokens in each chunk, one ITL apart (as "
+                             "speculative decoding does)")
     parser.add_argument("--stall-s", type=float, default=2.0)
     parser.add_argument("--drop-reused", action="store_true",
                         help="close without answering any request on an already-used connection")
@@ -76,7 +79,7 @@ def main() -> None:
         forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
-        counter_value=args.counter_value,
+        counter_value=args.counter_value, tokens_per_chunk=args.tokens_per_chunk,
     )
     context = None
     if args.tls_cert:

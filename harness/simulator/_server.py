@@ -89,6 +89,9 @@ class SimConfig:
     cached_ttft_factor: float = 0.2
     die_after: int | None = None  # the process exits (code 3) on receiving this many generation requests
     build: str = "dev"  # what GET /version says this build is (a release manager's builds, for ledger tests)
+    # After a first chunk of one token (the prefill's), unscripted answers carry this many tokens
+    # a chunk, one ITL apart, as speculative decoding sends them (`sim.tokens` says how many).
+    tokens_per_chunk: int = 1
 
 
 class _State:
@@ -432,12 +435,15 @@ class _SimProtocol(asyncio.Protocol):
             self._send_event({"id": a.rid, "object": obj, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}],
                 "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": None}})
-        for i in range(a.n_tokens):
+        per_chunk = 1 if a.reply is not None else max(1, cfg.tokens_per_chunk)
+        i = chunk = 0  # tokens sent, token-bearing chunks sent
+        while i < a.n_tokens:
             await asyncio.sleep(max(0.0, deadline - loop.time()))
-            if self.closed or (a.fault is not None and i == cfg.fault_after_chunks and await self._fault(a.fault)):
+            if self.closed or (a.fault is not None and chunk == cfg.fault_after_chunks and await self._fault(a.fault)):
                 return
-            text = f"tok{i} " if i else "tok0 "
-            last = i == a.n_tokens - 1
+            carried = 1 if i == 0 else min(per_chunk, a.n_tokens - i)
+            text = "".join(f"tok{j} " for j in range(i, i + carried))
+            last = i + carried == a.n_tokens
             delta: dict[str, Any] = {"content": text}
             if a.reply is not None:
                 delta = _scripted_delta(a.reply, i)
@@ -447,11 +453,12 @@ class _SimProtocol(asyncio.Protocol):
             else:
                 choice = {"index": 0, "text": text, "finish_reason": a.finish if last else None}
             event: dict[str, Any] = {"id": a.rid, "object": obj, "choices": [choice],
-                                     "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": i}}
+                                     "sim": {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": i, "tokens": carried}}
             if not a.chat and last and a.include_usage:
                 event["usage"] = self._usage(a.prompt_tokens, a.n_tokens, a.cached_tokens)
             self._send_event(event)
-            state.generation_tokens += 1
+            state.generation_tokens += carried
+            i, chunk = i + carried, chunk + 1
             deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
         if a.chat:
             self._send_event({"id": a.rid, "object": obj, "choices": [

@@ -32,6 +32,7 @@ from passport.audit._types import StatFigures
 
 __all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "empty_stat", "SUCCESS_OUTCOMES",
            "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
+           "itl_token_gaps_by_request", "tokens_per_chunk", "output_tokens",
            "REQUEST_LATENCY_IDS", "send_lag_ns"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
@@ -64,6 +65,13 @@ _DEFS = [
     MetricDef("ttft.content.sched", 1, "s", "latency", "ttft.content measured from the intended send time", True),
     MetricDef("itl.chunk", 1, "s", "latency",
               "gaps between consecutive token-bearing chunks of a request, pooled over requests"),
+    MetricDef("itl.token", 1, "s", "latency",
+              "each token after a request's first token-bearing chunk: its chunk's gap divided over the tokens "
+              "the chunk carries (k tokens in one chunk are k samples of gap / k), pooled over tokens. A "
+              "chunk's tokens: the request's output tokens (usage, else our count) shared over its "
+              "token-bearing chunks by the characters each carries, at least one each, in whole tokens "
+              "(exact when every chunk carries one token: then itl.chunk). Its mean is the gaps' sum over the "
+              "tokens after the first chunk: guidellm's token-weighted ITL when the first chunk carries one"),
     MetricDef("tpot", 1, "s", "latency",
               "(last token - first token) / (completion tokens - 1), per request with >= 2 tokens"),
     MetricDef("e2e", 1, "s", "latency", "end (last byte) minus sent", True),
@@ -208,6 +216,13 @@ def stat_value(figures: StatFigures, key: str) -> float | None:
     return None if value is None else float(value)
 
 
+def output_tokens(requests: pa.Table) -> np.ndarray:
+    """Each request's output tokens: the server's usage, else our count (NaN when neither)."""
+    server = numeric_column(requests, "completion_tokens")
+    tokens: np.ndarray = np.where(np.isfinite(server), server, numeric_column(requests, "completion_tokens_client"))
+    return tokens
+
+
 def send_lag_ns(requests: pa.Table) -> np.ndarray:
     """How late the harness sent each request, in ns: sent minus intended, or minus the moment an
     open loop's in-flight cap let it go when it found the cap full (slot_ns): the wait for a slot
@@ -239,22 +254,78 @@ def request_latencies(requests: pa.Table) -> dict[str, np.ndarray]:
     return out
 
 
-def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dict[int, np.ndarray]:
-    """`itl.chunk` samples by request: for each of `request_ids` that streamed tokens, the gaps in
-    seconds between its consecutive token-bearing chunks (in ascending request id order)."""
+def _token_chunks(chunks: pa.Table | None,
+                  request_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """The token-bearing chunks of `request_ids` in (request id, seq) order: each one's request
+    id, recv_ns and characters; None when there are none."""
     if chunks is None or not chunks.num_rows:
-        return {}
+        return None
     c_rid = numeric_column(chunks, "request_id")
     mask = np.asarray(chunks.column("token_bearing").to_numpy(zero_copy_only=False), dtype=bool)
     mask &= np.isin(c_rid, request_ids)
     c_rid, c_seq, c_t = c_rid[mask], numeric_column(chunks, "seq")[mask], numeric_column(chunks, "recv_ns")[mask]
-    order = np.lexsort((c_seq, c_rid))
-    c_rid, c_t = c_rid[order], c_t[order]
+    c_chars = numeric_column(chunks, "n_chars")[mask]
     if not len(c_rid):
+        return None
+    order = np.lexsort((c_seq, c_rid))
+    return c_rid[order], c_t[order], c_chars[order]
+
+
+def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dict[int, np.ndarray]:
+    """`itl.chunk` samples by request: for each of `request_ids` that streamed tokens, the gaps in
+    seconds between its consecutive token-bearing chunks (in ascending request id order)."""
+    found = _token_chunks(chunks, request_ids)
+    if found is None:
         return {}
+    c_rid, c_t, _ = found
     # every gap at once: differences between neighbours of the same request, split by request
     same = c_rid[1:] == c_rid[:-1]
     gaps, owner = (np.diff(c_t) / 1e9)[same], c_rid[1:][same]
     ids = np.unique(c_rid)
     cuts = np.searchsorted(owner, ids, side="right")[:-1]
     return {int(rid): g for rid, g in zip(ids.tolist(), np.split(gaps, cuts))}
+
+
+def tokens_per_chunk(chars: np.ndarray, tokens: int) -> np.ndarray:
+    """`tokens` shared over chunks carrying `chars` characters each, in whole tokens, at least one
+    each, in proportion to the characters (largest remainders first; ties to the earlier chunk).
+    Needs tokens >= len(chars); equal shares when no chunk carries a character."""
+    n = len(chars)
+    weights = np.where(np.isfinite(chars) & (chars > 0), chars, 0.0).astype(float)
+    if weights.sum() <= 0:
+        weights = np.ones(n)
+    raw = tokens * weights / weights.sum()
+    k: np.ndarray = np.maximum(1, np.floor(raw)).astype(np.int64)
+    short = tokens - int(k.sum())
+    if short > 0:  # the largest remainders get one more each
+        k[np.argsort(-(raw - k), kind="stable")[:short]] += 1
+    while short < 0:  # the floor of one made too many: the smallest remainders above one give one back
+        over = np.flatnonzero(k > 1)
+        take = over[np.argsort(raw[over] - k[over], kind="stable")[:-short]]
+        k[take] -= 1
+        short += len(take)
+    return k
+
+
+def itl_token_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray,
+                              output_tokens: np.ndarray) -> dict[int, np.ndarray]:
+    """`itl.token` samples by request (see METRICS["itl.token"]): for each of `request_ids` that
+    streamed tokens, with `output_tokens` its output token count (aligned with `request_ids`; NaN
+    when unknown), each later chunk's gap in seconds over its tokens, once per token. A request
+    whose count is unknown or not above its chunk count has one token a chunk: its itl.chunk."""
+    found = _token_chunks(chunks, request_ids)
+    if found is None:
+        return {}
+    c_rid, c_t, c_chars = found
+    ids, starts, counts = np.unique(c_rid, return_index=True, return_counts=True)
+    tokens = dict(zip(request_ids.tolist(), output_tokens.tolist()))
+    out: dict[int, np.ndarray] = {}
+    for rid, start, count in zip(ids.tolist(), starts.tolist(), counts.tolist()):
+        gaps = np.diff(c_t[start:start + count]) / 1e9
+        n = tokens.get(rid, math.nan)
+        if not (isinstance(n, (int, float)) and math.isfinite(n) and n > count):
+            out[int(rid)] = gaps
+            continue
+        k = tokens_per_chunk(c_chars[start:start + count], int(n))[1:]
+        out[int(rid)] = np.repeat(gaps / k, k)
+    return out

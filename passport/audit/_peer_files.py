@@ -36,19 +36,26 @@ _NOT_MEASURED = ("queued_time_avg", "resolve_start_delay_avg", "resolve_targeted
                  "resolve_end_delay_avg", "finalized_delay_avg", "processed_delay_avg")
 
 
-def _distribution(values: np.ndarray) -> dict[str, Any]:
-    """guidellm's DistributionSummary of samples (each weighing the same): its statistics, its
-    percentiles by inverse CDF; all 0.0 with count 0 when there are none, as guidellm writes."""
-    values = values[np.isfinite(values)]
+def _distribution(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, Any]:
+    """guidellm's DistributionSummary of samples (DistributionSummary.from_values): its statistics,
+    its percentiles by inverse CDF, each sample weighing the same or its `weights` (a weight of 0
+    left out; count: the weights' sum, rounded); all 0.0 with count 0 when there are none, as
+    guidellm writes."""
+    keep = np.isfinite(values) if weights is None else np.isfinite(values) & (weights > 0)
+    values = values[keep]
+    w = np.ones(len(values)) if weights is None else weights[keep].astype(float)
     if not len(values):
         return {"mean": 0.0, "median": 0.0, "mode": 0.0, "variance": 0.0, "std_dev": 0.0, "min": 0.0, "max": 0.0,
                 "count": 0, "total_sum": 0.0, "percentiles": dict.fromkeys(GUIDELLM_PERCENTILES, 0.0), "pdf": None}
-    unique, counts = np.unique(values, return_counts=True)
-    mean = float(np.mean(values))
-    return {"mean": mean, "median": inverse_cdf(values, 0.5), "mode": float(unique[int(np.argmax(counts))]),
-            "variance": float(np.var(values)), "std_dev": float(np.std(values)), "min": float(values.min()),
-            "max": float(values.max()), "count": int(len(values)), "total_sum": float(values.sum()),
-            "percentiles": {k: inverse_cdf(values, q) for k, q in GUIDELLM_PERCENTILES.items()}, "pdf": None}
+    unique, inverse = np.unique(values, return_inverse=True)
+    mass = np.bincount(inverse.ravel(), weights=w, minlength=len(unique))
+    mean = float(np.average(values, weights=w))
+    variance = float(np.average((values - mean) ** 2, weights=w))
+    count = int(round(float(w.sum())))
+    return {"mean": mean, "median": inverse_cdf(values, 0.5, w), "mode": float(unique[int(np.argmax(mass))]),
+            "variance": variance, "std_dev": variance ** 0.5, "min": float(values.min()),
+            "max": float(values.max()), "count": count, "total_sum": mean * count,
+            "percentiles": {k: inverse_cdf(values, q, w) for k, q in GUIDELLM_PERCENTILES.items()}, "pdf": None}
 
 
 def _level(value: float, count: int) -> dict[str, Any]:
@@ -78,6 +85,12 @@ def _strategy(load: dict[str, Any]) -> dict[str, Any]:
 
 def _figure(view: ToolView, name: str) -> np.ndarray:
     return next(f.samples for f in view.figures if f.name == name)
+
+
+def _weighed(view: ToolView, name: str) -> dict[str, Any]:
+    """One of the view's figures as guidellm's distribution of its samples, weighed as guidellm does."""
+    figure = next(f for f in view.figures if f.name == name)
+    return _distribution(figure.samples, figure.weights)
 
 
 def _total(view: ToolView, name: str) -> float:
@@ -137,8 +150,8 @@ def _benchmark(passport: dict[str, Any], view: ToolView, index: int) -> tuple[di
         "total_token_count": _by_status(_distribution(prompt + out)),
         "time_to_first_token_ms": _by_status(ttft),
         "time_to_first_output_token_ms": _by_status(ttft),
-        "time_per_output_token_ms": _by_status(_distribution(_figure(view, "time_per_output_token_ms"))),
-        "inter_token_latency_ms": _by_status(_distribution(_figure(view, "inter_token_latency_ms"))),
+        "time_per_output_token_ms": _by_status(_weighed(view, "time_per_output_token_ms")),
+        "inter_token_latency_ms": _by_status(_weighed(view, "inter_token_latency_ms")),
     }
     made = {"successful": n, "errored": failed, "incomplete": 0, "total": n + failed}
     scheduler = {"start_time": t0, "request_start_time": t0, "measure_start_time": t0, "measure_end_time": t1,

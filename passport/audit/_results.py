@@ -33,8 +33,10 @@ from passport.audit._metrics import (
     SUCCESS_OUTCOMES,
     empty_stat,
     itl_gaps_by_request,
+    itl_token_gaps_by_request,
     numeric_column,
     object_column,
+    output_tokens,
     request_latencies,
     stat,
     superseded,
@@ -100,10 +102,12 @@ def read_run(source: RunSource) -> RunData:
     request_ids = numeric_column(requests, "request_id")
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
-    gaps = itl_gaps_by_request(files.table("chunks", figures_only=True), request_ids[success])
+    chunks = files.table("chunks", figures_only=True)
+    gaps = itl_gaps_by_request(chunks, request_ids[success])
+    token_gaps = itl_token_gaps_by_request(chunks, request_ids[success], output_tokens(requests)[success])
     measure = (object_column(requests, "phase") == "measure") & ~superseded(requests)
     before = RunData(files, requests, telemetry, declared, files.text("engine.log") or "", latencies, gaps,
-                     request_ids, rep, success, files.table("canaries"), measure,
+                     token_gaps, request_ids, rep, success, files.table("canaries"), measure,
                      {"rules": [], "discarded": [], "not_evaluable": []})
     discard = evaluate_discards(declared, before)
     discarded = [d["repetition"] for d in discard["discarded"]]
@@ -111,7 +115,7 @@ def read_run(source: RunSource) -> RunData:
 
 
 def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, StatFigures]]:
-    """(success-only, failure-inclusive) latency statistics: per-request metrics and itl.chunk."""
+    """(success-only, failure-inclusive) latency statistics: per-request metrics, itl.chunk and itl.token."""
     ok_m, n_failed, latencies = run.ok_measured, run.n_failed, run.latencies
     metrics: dict[str, StatFigures] = {}
     inclusive: dict[str, StatFigures] = {}
@@ -125,6 +129,7 @@ def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, St
     metrics["tpot"] = stat(latencies["tpot"][ok_m])
     metrics["tps.user"] = stat(_speeds(run.requests)[ok_m])
     metrics["itl.chunk"] = stat(_pooled_itl(run))
+    metrics["itl.token"] = stat(_pooled_itl(run, tokens=True))
     return metrics, inclusive
 
 
@@ -137,9 +142,11 @@ def _speeds(requests: pa.Table) -> np.ndarray:
     return out
 
 
-def _pooled_itl(run: RunData) -> np.ndarray:
+def _pooled_itl(run: RunData, tokens: bool = False) -> np.ndarray:
+    """itl.chunk's gaps (or with `tokens` itl.token's samples) of the successful measured requests."""
     ok_ids = set(run.request_ids[run.ok_measured].tolist())
-    gaps = [g for rid, g in run.gaps_by_request.items() if rid in ok_ids]
+    by_request = run.token_gaps_by_request if tokens else run.gaps_by_request
+    gaps = [g for rid, g in by_request.items() if rid in ok_ids]
     return np.concatenate(gaps) if gaps else np.zeros(0)
 
 
@@ -329,16 +336,17 @@ def compute_results(source: RunSource | RunData) -> ResultsFigures:
 def per_request_samples(run: RunSource | RunData, metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:
     """Samples of each successful measured request of a run (a folder, or one already read) by
     metric id, as the results count them, in the order the requests were sent: one value per
-    request (one array of them), or for `itl.chunk` an array of gaps per request (requests
+    request (one array of them), or for `itl.chunk` and `itl.token` an array of gaps per request (requests
     without the event omitted)."""
     data = run if isinstance(run, RunData) else read_run(run)
     keep = data.ok_measured
     order = np.argsort(numeric_column(data.requests, "sent_ns")[keep], kind="stable")
     samples: dict[str, list[np.ndarray]] = {}
     for metric in metric_ids:
-        if metric == "itl.chunk":
+        if metric in ("itl.chunk", "itl.token"):
             ids = data.request_ids[keep][order]
-            samples[metric] = [data.gaps_by_request[int(i)] for i in ids if int(i) in data.gaps_by_request]
+            by_request = data.gaps_by_request if metric == "itl.chunk" else data.token_gaps_by_request
+            samples[metric] = [by_request[int(i)] for i in ids if int(i) in by_request]
         else:
             values = data.latencies[metric][keep][order]
             samples[metric] = [values[np.isfinite(values)]]

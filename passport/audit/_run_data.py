@@ -28,6 +28,7 @@ class RunData:
     engine_log: str  # engine.log's text, "" without one
     latencies: dict[str, np.ndarray]
     gaps_by_request: dict[int, np.ndarray]  # inter-chunk gaps (s) of each successful request
+    token_gaps_by_request: dict[int, np.ndarray]  # itl.token samples (s) of each successful request
     request_ids: np.ndarray
     repetition: np.ndarray
     success: np.ndarray

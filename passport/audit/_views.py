@@ -19,12 +19,15 @@ differently, read from its source:
   included); output tokens from usage, else the requested max_tokens; TPOT as vLLM's.
 - AIPerf (aiperf/metrics/types/*): TTFT at the first token-bearing response; request latency at
   the last one (not the last byte); "inter token latency" = (latency - TTFT) / (output tokens - 1)
-  (passport's `tpot`); "inter chunk latency" the gaps between token-bearing responses
-  (passport's `itl.chunk`).
+  (passport's `tpot`), one value a request, each weighing the same; "inter chunk latency" the
+  gaps between token-bearing responses (passport's `itl.chunk`).
 - guidellm (src/guidellm/schemas/request_stats.py): TTFT at the first token iteration; ITL =
   (last iteration - first) / (output tokens - 1); time per output token = (last iteration -
   start) / output tokens, TTFT included; request latency start to end. Its percentiles (0.8,
-  schemas/base/statistics.py) are the inverse CDF, not interpolated (`inverse_cdf`).
+  schemas/statistics.py) are the inverse CDF, not interpolated (`inverse_cdf`), and its ITL
+  statistics weigh each request by its output tokens - 1, its TPOT by its output tokens
+  (benchmark/schemas/metrics.py), so they are statistics over tokens, not requests: ITL's mean
+  is passport's `itl.token` mean when each request's first chunk carries one token.
 """
 
 from __future__ import annotations
@@ -39,7 +42,7 @@ import pyarrow.compute as pc
 
 from passport._errors import RunFolderError
 from passport.audit._files import RunFiles, RunSource
-from passport.audit._metrics import SUCCESS_OUTCOMES
+from passport.audit._metrics import SUCCESS_OUTCOMES, output_tokens
 
 __all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view", "inverse_cdf"]
 
@@ -61,6 +64,9 @@ class ToolFigure:
     passport: str
     differs: str
     samples: np.ndarray = field(default_factory=lambda: np.zeros(0), repr=False, compare=False)  # in `unit`
+    # How much each sample weighs in the tool's statistics (guidellm weighs a request's ITL by its
+    # output tokens - 1 and its TPOT by its output tokens); None: each the same.
+    weights: np.ndarray | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -94,33 +100,40 @@ _COLUMNS: dict[Tool, tuple[str, ...]] = {"vllm": ("mean", "median", "p99"), "sgl
                                          "guidellm": ("mean", "median", "p99")}
 
 
-def inverse_cdf(values: np.ndarray, q: float) -> float:
-    """guidellm's percentile (0.8, schemas/base/statistics.py Percentiles.from_pdf): the smallest
-    value whose cumulative share of the samples reaches q, no interpolation."""
-    unique, counts = np.unique(values, return_counts=True)
-    cumulative = np.cumsum(counts / counts.sum())
+def inverse_cdf(values: np.ndarray, q: float, weights: np.ndarray | None = None) -> float:
+    """guidellm's percentile (0.8, schemas/statistics.py Percentiles.from_pdf): the smallest
+    value whose cumulative share of the samples (of their `weights`, when given) reaches q, no
+    interpolation."""
+    unique, inverse = np.unique(values, return_inverse=True)
+    mass = np.bincount(inverse.ravel(), weights=weights, minlength=len(unique)).astype(float)
+    cumulative = np.cumsum(mass / mass.sum())
     return float(unique[min(int(np.searchsorted(cumulative, q, side="left")), len(unique) - 1)])
 
 
-def _summary(values: np.ndarray, columns: tuple[str, ...], lower: bool = False) -> dict[str, float | None]:
+def _summary(values: np.ndarray, columns: tuple[str, ...], lower: bool = False,
+             weights: np.ndarray | None = None) -> dict[str, float | None]:
     """`columns` of the finite `values`; percentiles by numpy's linear interpolation, or with
-    `lower` by guidellm's inverse CDF."""
-    values = values[np.isfinite(values)]
+    `lower` by guidellm's inverse CDF. With `weights`, each value weighs that much (guidellm's
+    weighted statistics; a value of weight 0 is left out, as guidellm leaves it)."""
+    keep = np.isfinite(values) if weights is None else np.isfinite(values) & (weights > 0)
+    values = values[keep]
+    w = None if weights is None else weights[keep]
     if not len(values):
         return dict.fromkeys(columns)
     out: dict[str, float | None] = {}
+    mean = float(np.average(values, weights=w))
     for column in columns:
         if column in ("mean", "avg"):
-            out[column] = float(np.mean(values))
+            out[column] = mean
         elif column == "median":
-            out[column] = inverse_cdf(values, 0.5) if lower else float(np.median(values))
+            out[column] = inverse_cdf(values, 0.5, w) if lower else float(np.median(values))
         elif column in ("min", "max"):
             out[column] = float(np.min(values) if column == "min" else np.max(values))
-        elif column == "std":
-            out[column] = float(np.std(values))  # numpy's population std, as all four use
+        elif column == "std":  # numpy's population std, as all four use
+            out[column] = float(np.sqrt(np.average((values - mean) ** 2, weights=w)))
         else:
             q = float(column[1:])
-            out[column] = inverse_cdf(values, q / 100) if lower else float(np.percentile(values, q))
+            out[column] = inverse_cdf(values, q / 100, w) if lower else float(np.percentile(values, q))
     return out
 
 
@@ -210,9 +223,7 @@ class _Run:
 
     @cached_property
     def out(self) -> np.ndarray:
-        out: np.ndarray = np.where(np.isfinite(self.server), self.server,
-                                   _column(self.requests, "completion_tokens_client"))
-        return out
+        return output_tokens(self.requests)
 
     @cached_property
     def prompt(self) -> np.ndarray:
@@ -232,8 +243,10 @@ class _Run:
     def wall_s(self) -> float:
         return (float(self.end.max() - self.start.min()) / 1e9) if self.n else float("nan")
 
-    def fig(self, name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms") -> ToolFigure:
-        return ToolFigure(name, unit, _summary(values, self.columns, self.lower), passport, differs, values)
+    def fig(self, name: str, values: np.ndarray, passport: str, differs: str, unit: str = "ms",
+            weights: np.ndarray | None = None) -> ToolFigure:
+        return ToolFigure(name, unit, _summary(values, self.columns, self.lower, weights), passport, differs, values,
+                          weights)
 
     def firsts_lasts(self, kinds: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[np.ndarray]]:
         """Each request's first and last event of `kinds`, the gaps between them, the events."""
@@ -385,9 +398,10 @@ def _guidellm_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
         fig("request_latency", (end - start) / 1e9, "e2e + connect", "start to end, in seconds as guidellm "
             "reports it", "s"),
         fig("time_to_first_token_ms", (first - start) * ms, "ttft.any + connect", "starts before connecting"),
-        fig("inter_token_latency_ms", itl * ms, "tpot", "first to last token over tokens - 1"),
+        fig("inter_token_latency_ms", itl * ms, "itl.token (mean); tpot per request",
+            "first to last token over tokens - 1, each request weighing its tokens - 1", weights=out - 1),
         fig("time_per_output_token_ms", tpot * ms, "(no passport figure)", "TTFT included: start to the last "
-            "token over all output tokens"),
+            "token over all output tokens, each request weighing its tokens", weights=out),
         fig("prompt_token_count", r.prompt, "lengths.input_tokens.server", "usage, else our count", "tokens"),
         fig("output_token_count", out, "lengths.output_tokens.realized", "usage, else our count", "tokens"),
     ]

@@ -43,7 +43,8 @@ __all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", 
            "caveats", "num", "HEADLINE_METRICS",
            "ms"]
 
-HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "tpot", "e2e", "ttft.any.sched", "dispatch_lag")
+HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "itl.token", "tpot", "e2e", "ttft.any.sched",
+                    "dispatch_lag")
 _RATES = ("throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s",
           "goodput.requests_per_s", "goodput.output_tokens_per_s", "concurrency")
 
@@ -69,8 +70,11 @@ def headline_lines(p: Passport) -> list[str]:
         f"{p.protocol.schedule.pattern}, {p.validity.counts.get('measured')} measured requests, "
         f"{p.validity.counts.get('succeeded')} succeeded",
     ]
-    for metric_id in ("ttft.any", "itl.chunk", "tpot", "e2e"):
+    chunk = m.get("itl.chunk")
+    for metric_id in ("ttft.any", "itl.chunk", "itl.token", "tpot", "e2e"):
         s = m.get(metric_id)
+        if metric_id == "itl.token" and (s is None or chunk is None or s["n"] == chunk["n"]):
+            continue  # one token a chunk: itl.token is itl.chunk
         if s is not None and s["n"]:
             lines.append(f"{metric_id:<10} p50 {ms(s['p50']):>9} ms   p99 {ms(s['p99']):>9} ms   (n={s['n']})")
     out = m.get("throughput.output_tokens_per_s")

@@ -140,6 +140,11 @@ class LoadSpec(_Strict):
     repetitions: int = Field(1, ge=1, le=1000, description="Times the schedule is replayed.")
     seed: int = Field(0, description="Seed of the arrival process (and default workload seed).")
     on_reject: RejectPolicy = Field(default_factory=RejectPolicy, description="Whether a 429/503 is sent again.")
+    stop_when_saturated: bool = Field(
+        False, description="Open loop: stop the run within seconds when the server plainly cannot serve the offered "
+                           "rate (completions fall behind the schedule beyond validity.min_achieved_rate_fraction "
+                           "and requests in flight keep rising); the verdict is then SATURATED. On by default in "
+                           "a sweep's rate levels.")
     workers: int | Literal["auto"] = Field(
         1, description="Processes that send the load, each with its own event loop, connections and recorder "
                        "shard (merged into one run folder): an integer from 1 to 64, or auto (picked from a short "
@@ -194,6 +199,9 @@ class LoadSpec(_Strict):
         if self.pattern == "closed":
             if self.concurrency is None:
                 raise ValueError("load.pattern: closed needs load.concurrency (number of users)")
+            if self.stop_when_saturated:
+                raise ValueError("load.stop_when_saturated is for open loops: a closed loop's users wait for their "
+                                 "answers, so its queue cannot grow; drop it or set load.rate_per_s")
         elif self.pattern == "trace":
             if self.rate_per_s is not None:
                 raise ValueError("load.pattern: trace replays the log's own times; drop load.rate_per_s "

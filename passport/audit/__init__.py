@@ -19,6 +19,7 @@ from passport.audit._counts import (
     count_outcomes,
     found_cap_full,
     offered_and_achieved_rates,
+    pace_of,
 )
 from passport.audit._declared import (
     DECLARED_FILE,
@@ -90,7 +91,7 @@ from passport.audit._types import (
     Verdict,
 )
 from passport.audit._units import parse_duration_s, parse_fraction
-from passport.audit._validity import RunFacts, evaluate, verdict_of
+from passport.audit._validity import SATURATED_PREFIX, RunFacts, evaluate, verdict_of
 from passport.audit._verify import diff_values, read_passport_json, verify_run
 from passport.audit._versions import (
     DERIVED_VALIDITY_SINCE,
@@ -102,6 +103,8 @@ from passport.audit._versions import (
 from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, inverse_cdf, tool_view
 
 __all__ = [
+    "SATURATED_PREFIX",
+    "pace_of",
     "COUNT_NAMES",
     "ACCOUNTING_PREFIX",
     "DERIVED_VALIDITY_SINCE",

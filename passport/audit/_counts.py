@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from passport.audit._canaries import CANARY_COUNT_NAMES
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
-from passport.audit._student import t_critical
+from passport.audit._trend import slope
 
 __all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "ACCOUNTING_PREFIX", "count_outcomes", "offered_and_achieved_rates",
-           "Pace", "achieved_pace", "found_cap_full", "measured_rows"]
+           "Pace", "achieved_pace", "pace_of", "found_cap_full", "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error",
@@ -141,41 +141,33 @@ def achieved_pace(requests: pa.Table, discarded: Sequence[int] = ()) -> Pace | N
     A server that keeps up ends each request a stationary latency after it was due, so its
     completion times rise one for one with the intended times; one that serves only a share f of
     the offered rate builds a queue, and its completions rise 1/f seconds per scheduled second.
-    The fraction is the share of measured requests that succeeded over the least-squares slope of
-    completion time on intended time (within each repetition, pooled), its interval from the
-    slope's standard error and Student's t. Unlike the first-to-last completion span, which one
-    slow first or last request stretches (30 requests at 200/s with 50 ms of latency spread read
-    0.54 on a server that kept up), every request weighs in, and a short window says how little it
-    knows. None below three successful requests a repetition."""
-    measured = measured_rows(requests, discarded)
-    ok = measured & np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
+    The fraction is the share of measured requests that succeeded (those a stop cut off left
+    out) over the least-squares slope of completion time on intended time (within each
+    repetition, pooled), its interval from the slope's standard error and Student's t. Unlike
+    the first-to-last completion span, which one slow first or last request stretches (30
+    requests at 200/s with 50 ms of latency spread read 0.54 on a server that kept up), every
+    request weighs in, and a short window says how little it knows. None below three successful
+    requests a repetition."""
+    outcome = object_column(requests, "outcome")
+    measured = measured_rows(requests, discarded) & (outcome != "interrupted")  # cut off by a stop: not judged
+    ok = measured & np.isin(outcome, SUCCESS_OUTCOMES)
     intended, end = numeric_column(requests, "intended_ns"), numeric_column(requests, "end_ns")
     ok &= np.isfinite(intended) & np.isfinite(end)
     rep = numeric_column(requests, "repetition")
-    xs, ys = [], []
-    for r in np.unique(rep[ok]):
-        rows = ok & (rep == r)
-        if rows.sum() < 3:
-            continue
-        x, y = intended[rows] / 1e9, end[rows] / 1e9
-        xs.append(x - x.mean())
-        ys.append(y - y.mean())
-    if not xs:
+    groups = [ok & (rep == r) for r in np.unique(rep[ok])]
+    return pace_of([intended[g] / 1e9 for g in groups], [end[g] / 1e9 for g in groups], int(measured.sum()))
+
+
+def pace_of(intended_s: Sequence[np.ndarray], end_s: Sequence[np.ndarray], measured: int) -> Pace | None:
+    """The pace (see `achieved_pace`) of successful requests' intended and end times in seconds,
+    grouped by repetition, out of `measured` requests; None when no slope can be read or
+    completions do not rise with the schedule."""
+    fitted = slope(intended_s, end_s)
+    if fitted is None or fitted.value <= 0 or not measured:
         return None
-    x, y = np.concatenate(xs), np.concatenate(ys)
-    sxx = float(x @ x)
-    dof = len(x) - len(xs) - 1
-    if sxx <= 0 or dof < 1:
-        return None
-    slope = float(x @ y) / sxx
-    residual = y - slope * x
-    se = float(np.sqrt(residual @ residual / dof / sxx))
-    share = len(x) / int(measured.sum())
-    half = t_critical(0.05, dof) * se
-    if slope <= 0:
-        return None  # completions that do not rise with the schedule: nothing to read a pace from
-    return Pace(share / slope, share / (slope + half), share / (slope - half) if slope > half else math.inf,
-                len(x), int(measured.sum()))
+    share = fitted.n / measured
+    return Pace(share / fitted.value, share / fitted.high,
+                share / fitted.low if fitted.low > 0 else math.inf, fitted.n, measured)
 
 
 def found_cap_full(requests: pa.Table, cap: int, discarded: Sequence[int] = ()) -> tuple[int, int]:

@@ -7,6 +7,7 @@ for the degrees of freedom a run gives (1 and up, and infinity for the normal)."
 from __future__ import annotations
 
 import math
+from functools import cache
 
 __all__ = ["t_two_sided_p", "t_critical"]
 
@@ -49,6 +50,7 @@ def t_two_sided_p(t: float, df: float) -> float:
     return _incomplete_beta(df / 2.0, 0.5, df / (df + t * t))
 
 
+@cache
 def t_critical(p: float, df: float) -> float:
     """The t with two-sided tail probability p (bisection on `t_two_sided_p`)."""
     low, high = 0.0, 1e6

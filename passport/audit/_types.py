@@ -307,7 +307,7 @@ class ResultsFigures(TypedDict):
     cost: NotRequired[CostFigures | None]
 
 
-Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE"]
+Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE", "SATURATED"]
 CanaryStatus = Literal["passed", "failed", "not_run"]
 
 

@@ -18,7 +18,11 @@ from passport.audit._counts import Pace
 from passport.audit._lag import LagFacts, client_rule, dispatch_lag_rule
 from passport.audit._types import CanaryFigures, ResultsFigures, RuleFigures, RuleStatus, ValidityLimits, Verdict
 
-__all__ = ["RunFacts", "evaluate", "verdict_of", "RULES"]
+__all__ = ["RunFacts", "evaluate", "verdict_of", "RULES", "SATURATED_PREFIX"]
+
+# How the reason of a run the saturation watch stopped begins (passport.run._saturation): the
+# verdict is then SATURATED, not INCOMPLETE or INVALID.
+SATURATED_PREFIX = "saturated: "
 
 
 @dataclass(frozen=True)
@@ -83,9 +87,18 @@ def _note(name: str, status: RuleStatus, message: str, measured: Any = None) -> 
 
 
 def _run_complete(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
+    if saturated(f):
+        return [_rule("run_complete", False, "saturated", "complete", f"the run stopped early: {f.incomplete_reason}",
+                      "the server cannot serve this rate: lower load.rate_per_s; the latencies measured before the "
+                      "stop include the growing queue")]
     return [_rule("run_complete", f.complete, "complete" if f.complete else "incomplete", "complete",
                   "the run finished its schedule" if f.complete else f"the run stopped early: {f.incomplete_reason}",
                   "rerun to completion; the partial results cover only what was sent")]
+
+
+def saturated(f: RunFacts) -> bool:
+    """The run was stopped by the saturation watch (load.stop_when_saturated; `passport.run._saturation`)."""
+    return not f.complete and (f.incomplete_reason or "").startswith(SATURATED_PREFIX)
 
 
 def _canaries(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
@@ -593,6 +606,8 @@ def evaluate(results: ResultsFigures, counts: dict[str, int | None], facts: RunF
 def verdict_of(rules: list[RuleFigures], facts: RunFacts) -> Verdict:
     if facts.canaries["status"] == "failed" and not facts.forced:
         return "HOLD"
+    if saturated(facts):
+        return "SATURATED"
     if not facts.complete:
         return "INCOMPLETE"
     if any(r["status"] == "FAIL" for r in rules):

@@ -49,7 +49,7 @@ def main(args: argparse.Namespace) -> ExitCode:
 
     with Printer(args.quiet) as printer:
         outcome = execute(spec, raw, overrides, args.out, force=args.force, **printer.kwargs())
-    if outcome.passport.verdict == "INCOMPLETE":
+    if outcome.passport.verdict in ("INCOMPLETE", "SATURATED"):
         kept = sum(entry["rows"] or 0 for name, entry in outcome.passport.files.items() if name.startswith("requests."))
         printer.status(f"{outcome.passport.verdict}: {outcome.passport.validity.incomplete_reason}; "
                        f"{kept} requests recorded and kept")

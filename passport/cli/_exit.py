@@ -11,8 +11,9 @@ class ExitCode(IntEnum):
     """What a CI system gates on.
 
     OK: the run is VALID (verify: verified; gate: every condition met; canary: every case
-    passed; compare: comparable). FAILED: INVALID, HOLD or INCOMPLETE (verify: differences
-    found; gate: a condition failed; canary: a case failed; compare: not comparable). USAGE: a
+    passed; compare: comparable). FAILED: INVALID, HOLD, INCOMPLETE or SATURATED (verify:
+    differences found; gate: a condition failed; canary: a case failed; compare: not
+    comparable). USAGE: a
     usage or input error (bad spec, unreadable run folder, unreachable endpoint, engine that would
     not start): nothing was measured. INTERNAL: the command failed unexpectedly (a defect in
     passport), or a run failed after its records began (signing, the reports, the ledger): the

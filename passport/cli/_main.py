@@ -42,7 +42,7 @@ __all__ = ["main", "console", "COMMANDS"]
 EPILOG = """\
 exit codes:
   0  VALID run (verify: verified; gate: every condition met; canary: every case passed)
-  1  INVALID, HOLD or INCOMPLETE run (verify: differences found; gate: a condition failed;
+  1  INVALID, HOLD, INCOMPLETE or SATURATED run (verify: differences found; gate: a condition failed;
      canary: a case failed)
   2  usage or input error: bad spec, unreadable run folder, unreachable endpoint, engine failed
      to start

@@ -6,7 +6,7 @@ A condition is `<name> <op> <value>`, with `op` one of `< <= > >= == !=`. Names 
   `throughput.output_tokens_per_s.mean >= 20`; stats: n, mean, std, min, max, p50, p90, p95, p99,
   p99_9. `failure_inclusive.<metric id>.<stat>` reads the failure-inclusive figure.
 - `error_rate`: failed / measured requests, e.g. `error_rate < 0.5%`.
-- `verdict` (VALID, INVALID, HOLD, INCOMPLETE), `canaries` (pass, fail, not_run) and `slo` (met,
+- `verdict` (VALID, INVALID, HOLD, INCOMPLETE, SATURATED), `canaries` (pass, fail, not_run) and `slo` (met,
   not_met; a run that declared no SLO has no value, so the condition fails).
 - `outcomes.<class>` and `counts.<name>`: counts of measured requests, e.g. `outcomes.timeout == 0`.
 - a full path into passport.json: `validity.counts.schema_failures == 0`, `results.slo.attainment
@@ -89,7 +89,7 @@ def parse_condition(text: str, resolver: Callable[[str], Target] = resolve) -> C
             value = raw
         elif kind == "verdict":
             value = raw.upper()
-            if value not in ("VALID", "INVALID", "HOLD", "INCOMPLETE"):
+            if value not in ("VALID", "INVALID", "HOLD", "INCOMPLETE", "SATURATED"):
                 raise ValueError(raw)
         elif kind == "slo":
             value = raw.lower()

@@ -93,8 +93,8 @@ class SweepOutcome:
 
     @property
     def succeeded(self) -> bool:
-        """Every level ran to completion and (with an SLO) a knee was found."""
-        if not self.levels or any(not lv.complete for lv in self.levels):
+        """Every level ran to completion or stopped saturated, and (with an SLO) a knee was found."""
+        if not self.levels or any(not lv.complete and lv.verdict != "SATURATED" for lv in self.levels):
             return False
         return not (self.has_slo and self.knee is None)
 
@@ -127,6 +127,9 @@ def summarize_level(load: float, folder: Path, p: Passport) -> LevelResult:
 
 def stop_reason(sweep: SweepSpec, vary: str, level: LevelResult) -> str | None:
     rule = sweep.stop_when
+    if level.verdict == "SATURATED":
+        return (f"over-saturated at {level.load:g}: the level stopped itself (load.stop_when_saturated), "
+                "completions falling behind the schedule")
     if not level.complete:
         return f"level {level.load:g} did not complete ({level.verdict})"
     if vary == "rate" and rule.achieved_fraction_below is not None and level.achieved_fraction is not None \
@@ -179,12 +182,16 @@ def saturation(sweep: SweepSpec, vary: str, levels: list[LevelResult]) -> tuple[
     measured part of its window, and a sweep with one complete level shows no trend. Called only
     outside the noise (see the module docstring); an unclear step is named with its interval."""
     done = [lv for lv in levels if lv.complete]
-    cut = [lv.load for lv in levels if not lv.complete]
+    cut = [lv.load for lv in levels if not lv.complete and lv.verdict != "SATURATED"]
     unjudged = f" (level {', '.join(f'{x:g}' for x in cut)} did not complete and is left out)" if cut else ""
     if vary == "rate":
         unclear: list[str] = []
-        for lv in done:
-            if lv.achieved_fraction is None:
+        for lv in levels:
+            if lv.verdict == "SATURATED":  # the saturation watch stopped it (load.stop_when_saturated)
+                return lv.load, (f"at {lv.load:g} req/s offered, the level stopped itself saturated: completions "
+                                 "fell behind the schedule beyond the noise while requests in flight kept rising "
+                                 "(its passport's run_complete rule has the evidence)")
+            if not lv.complete or lv.achieved_fraction is None:
                 continue
             limits = lv.throughput_interval
             rel = None if limits is None or not lv.throughput_rps else (limits[1] / lv.throughput_rps)
@@ -231,6 +238,9 @@ def knee(levels: list[LevelResult], has_slo: bool) -> tuple[float | None, str]:
     knee = None
     stopped: tuple[str, LevelResult] | None = None
     for lv in levels:
+        if lv.verdict == "SATURATED":  # stopped because it could not be served: it missed any SLO
+            stopped = ("saturated", lv)
+            break
         if not lv.complete:
             stopped = ("incomplete", lv)
             break
@@ -245,12 +255,16 @@ def knee(levels: list[LevelResult], has_slo: bool) -> tuple[float | None, str]:
         why, lv = stopped
         if why == "incomplete":
             return None, f"not judged: level {lv.load:g} did not complete, so whether it met the SLO is unknown"
+        if why == "saturated":
+            return None, f"no level met the SLO: the lowest ({lv.load:g}) stopped saturated"
         if why == "missed":
             return None, f"no level met the SLO, not even the lowest ({lv.load:g}: {_slo_said(lv)})"
         return None, f"not called: the lowest level ({lv.load:g}) cannot be told from the SLO ({_slo_said(lv)})"
     later = [lv.load for lv in levels if lv.complete and lv.slo_call == "met" and lv.load > knee]
     note = "the highest load at which it and every lower level clearly met the SLO"
-    if stopped is not None and stopped[0] == "incomplete":
+    if stopped is not None and stopped[0] == "saturated":
+        note += f"; level {stopped[1].load:g} stopped saturated (the server could not serve it)"
+    elif stopped is not None and stopped[0] == "incomplete":
         note += f"; level {stopped[1].load:g} did not complete, so the knee may lie higher"
     elif stopped is not None and stopped[0] == "unclear":
         note += (f"; level {stopped[1].load:g} cannot be told from the SLO ({_slo_said(stopped[1])}), so the knee "

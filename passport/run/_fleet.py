@@ -25,6 +25,7 @@ from harness import (
     WorkerShare,
 )
 from passport._errors import OutputFolderError
+from passport.audit import SATURATED_PREFIX
 from passport.run._phase import (
     Beside,
     Part,
@@ -62,7 +63,7 @@ async def worker_phase(part: Part, client: Transport, share: WorkerShare, folder
                 halt.stop.set()
             await asyncio.sleep(0.02)
 
-    runner = new_runner(part, client, requests_w, chunks_w, halt.stop, progress, share)
+    runner = new_runner(part, client, requests_w, chunks_w, halt, progress, share)
     beside = Beside(halt, None, [loop.create_task(ClientMonitor(telemetry_w, part.t0_ns).run()),
                                  loop.create_task(follow_stop())], asyncio.Event(), None)  # no watch, no canaries
     try:
@@ -127,8 +128,14 @@ async def coordinate(inputs: TimedInputs, fleet: Fleet) -> tuple[list[Repetition
 
 def combine_reports(reports: dict[int, Report], reasons: list[str]) -> tuple[list[RepetitionResult], str | None]:
     """The workers' repetitions summed (sent) and maxed (pool cycles), and the first stop reason:
-    the coordinator's `reasons` first, then each worker's own."""
-    reasons = reasons + [f"worker {k}: {reports[k][1]}" for k in sorted(reports) if reports[k][1]]
+    the coordinator's `reasons` first, then each worker's own (a saturation stop keeps its
+    prefix, so the run's verdict is SATURATED)."""
+    def named(k: int, reason: str) -> str:
+        if reason.startswith(SATURATED_PREFIX):
+            return f"{SATURATED_PREFIX}worker {k}: {reason.removeprefix(SATURATED_PREFIX)}"
+        return f"worker {k}: {reason}"
+
+    reasons = reasons + [named(k, reason) for k in sorted(reports) if (reason := reports[k][1])]
     by_rep: dict[int, RepetitionResult] = {}
     for results, _ in reports.values():
         for rep, sent, cycles in results:

@@ -29,7 +29,7 @@ class InProcess:
 async def _timed(inputs: TimedInputs) -> TimedOutcome:
     halt = stopping()
     writers = requests_w, chunks_w, telemetry_w = halt.writers(inputs.folder)
-    runner = new_runner(inputs.part, inputs.client, requests_w, chunks_w, halt.stop, inputs.sink)
+    runner = new_runner(inputs.part, inputs.client, requests_w, chunks_w, halt, inputs.sink)
     beside = start_beside(inputs, telemetry_w, halt, client_monitor=True)
     try:
         with quiet_interpreter():

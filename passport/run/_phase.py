@@ -43,6 +43,7 @@ from harness import (
 from passport._errors import OutputFolderError
 from passport.model import RunSpec
 from passport.run._canaries import UnderLoad
+from passport.run._saturation import SaturationWatch
 from workloads import LoadedTokenizer
 
 __all__ = ["Part", "TimedInputs", "TimedOutcome", "Backend", "Stopping", "stopping", "EngineWatch", "Beside",
@@ -335,14 +336,19 @@ def record_pacer(client: Transport, telemetry: TableWriter, t0_ns: int) -> None:
         telemetry.append_row({"t_ns": t_ns, "source": "client", "name": name, "value": float(value)})
 
 
-def new_runner(part: Part, client: Transport, requests: TableWriter, chunks: TableWriter, stop: asyncio.Event,
+def new_runner(part: Part, client: Transport, requests: TableWriter, chunks: TableWriter, halt: Stopping,
                progress: ProgressSink | None, share: WorkerShare | None = None) -> Runner:
     """The runner of `part` (with `share`, one worker's share of it), counting output tokens with
-    the run's tokenizer where it is the model's own."""
+    the run's tokenizer where it is the model's own; with load.stop_when_saturated, watched by
+    the saturation watch, which stops it through `halt`."""
     spec = part.spec
     tokenizer = part.tokenizer
     encode = tokenizer.tokenizer.encode if tokenizer is not None and tokenizer.exact else None
-    return Runner(client, spec.endpoint.api, spec.load, part.schedule, part.pool, requests, chunks, part.t0_ns, stop,
+    if spec.load.stop_when_saturated and spec.load.open_loop:
+        progress = SaturationWatch(progress, halt.reasons, halt.stop, spec.validity.min_achieved_rate_fraction,
+                                   part.t0_ns)
+    return Runner(client, spec.endpoint.api, spec.load, part.schedule, part.pool, requests, chunks, part.t0_ns,
+                  halt.stop,
                   record_text=spec.record_text, count_tokens=(lambda s: len(encode(s))) if encode else None,
                   progress=progress, entries=part.entries, share=share)
 

@@ -13,7 +13,9 @@ load changed (and, by default, the workload seed: `fresh_prompts`, so no level f
 previous level's prompts in the engine's prompt cache); a launched engine is started once and
 shared by every level. After each level the declared over-saturation rule
 (`sweep.stop_when`) is checked; when it holds, the sweep stops and says which rule stopped it and
-which levels were not run.
+which levels were not run. A rate level stops itself within seconds once the server plainly cannot
+serve it (`load.stop_when_saturated`, on unless the spec sets it false): its verdict is SATURATED,
+the sweep's saturation is taken from it, and the higher levels are not run.
 """
 
 from __future__ import annotations
@@ -73,9 +75,11 @@ def _level_raw(raw: dict[str, Any], spec: RunSpec, vary: str, level: float, name
         load["pattern"] = "closed"
         load["concurrency"] = int(users)
         load.pop("rate_per_s", None)
+        load.pop("stop_when_saturated", None)  # a closed loop cannot over-saturate
     else:
         load["pattern"] = sweep.arrival or (spec.load.pattern if spec.load.open_loop else "poisson")
         load["rate_per_s"] = float(level)
+        load.setdefault("stop_when_saturated", True)  # a level past saturation stops within seconds
     out["load"] = load
     return out
 

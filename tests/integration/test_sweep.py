@@ -156,3 +156,37 @@ def test_ctrl_c_in_the_second_level_judges_only_what_completed(
     assert "concurrency        2: INCOMPLETE" in stdout and "SLO unknown (incomplete)" in stdout
     assert "saturation: unknown (not judged: 1 complete level, a trend needs two" in stdout
     assert "throughput still grew" not in stdout
+
+
+def test_a_rate_level_past_saturation_stops_itself_within_seconds_and_names_the_saturation(
+    simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path
+) -> None:
+    url = simulator(*SIM)  # serves at most 41.7 requests/s
+    spec = write_spec({
+        "name": "watch", "endpoint": {"base_url": url}, "workload": WORKLOAD,
+        "load": {"pattern": "poisson", "rate_per_s": 1, "warmup": {"requests": 0}, "measure": {"duration_s": 20}},
+        "slo": {"ttft.any.p90": "100ms"}, "validity": LENIENT_CLIENT,
+        "sweep": {"vary": "rate", "levels": [10, 120, 240]},
+    })
+    result = run_cli("sweep", str(spec), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr  # a sweep that found its saturation
+    folder = _sweep_dir(tmp_path / "out")
+    summary = json.loads((folder / "sweep.json").read_text())
+    levels = {lv["load"]: lv for lv in summary["levels"]}
+    assert sorted(levels) == [10, 120] and summary["not_run"] == [240]
+    assert levels[10]["verdict"] == "VALID" and levels[10]["complete"]  # 20 s at 10/s: kept up, never stopped
+    assert levels[120]["verdict"] == "SATURATED" and "stopped itself" in summary["stopped_early"]
+    assert summary["saturation"] == 120 and "stopped itself saturated" in summary["saturation_note"]
+    assert summary["knee"] == 10
+    run = folder / "levels" / levels[120]["run"]
+    passport = json.loads((run / "passport.json").read_text())
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "run_complete")
+    assert rule["message"].startswith("the run stopped early: saturated: ") and "requests in flight rose" in \
+        rule["message"]
+    # 20 s at 120/s schedules about 2,400 requests; the watch stopped it seconds in
+    assert passport["validity"]["counts"]["measured"] < 1200, passport["validity"]["counts"]
+    assert run_cli("verify", str(run)).returncode == 0
+    shown = run_cli("show", str(run))
+    assert "Result is: SATURATED" in shown.stdout
+    gate = run_cli("gate", str(run), "--require", "verdict == SATURATED")
+    assert gate.returncode == 0, gate.stdout + gate.stderr

@@ -68,6 +68,9 @@ def test_open_loop_needs_a_rate_and_closed_loop_needs_users() -> None:
         LoadSpec(pattern="poisson")
     with pytest.raises(ValueError, match="needs load.concurrency"):
         LoadSpec(pattern="closed")
+    with pytest.raises(ValueError, match="load.stop_when_saturated is for open loops"):
+        LoadSpec(pattern="closed", concurrency=4, stop_when_saturated=True)
+    assert LoadSpec(pattern="poisson", rate_per_s=2, stop_when_saturated=True).stop_when_saturated
 
 
 def test_a_worker_share_of_a_total_gives_the_remainder_to_the_first_workers() -> None:

@@ -1,6 +1,6 @@
 """passport beside the peers' own tools, on the same server and the same workload shape.
 
-    .venv/bin/python benchmarks/parity.py [--target sim|vllm|both] [--rounds 2]
+    .venv/bin/python benchmarks/parity.py [--target sim|vllm|both|chunks] [--rounds 2]
 
 Installs what it needs (scripts/setup_vllm.sh for `vllm bench serve`, scripts/setup_peers.sh for
 NVIDIA AIPerf and guidellm; each tool in its own environment), then runs passport and each tool, interleaved in
@@ -14,6 +14,11 @@ run, their difference, and the truth where known. Different runs see different n
 simulator the figures are deterministic to a millisecond, so 2 % (or 1 ms) is the bar there; on a
 2-core CPU server serving at ~6 tokens/s run-to-run spread is larger than any definition gap, and
 the table says so instead of calling a difference.
+
+`--target chunks`: the simulator sending the prefill's one token, then four tokens a chunk
+(`--tokens-per-chunk 4`, speculative decoding's shape), 17 tokens an answer, 10 ms between chunks:
+each tool's ITL (AIPerf's with its server token count, guidellm's) beside passport's own view of
+it and passport's `itl.token` mean; the truth is 4 gaps x 10 ms / 16 tokens = 2.5 ms.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ CACHE = Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport
 MODEL_DIR = CACHE / "models" / "gemma-3-270m-bf16"
 VLLM = REPO / ".venv" / "bin" / "vllm"
 TTFT_MS, ITL_MS = 40.0, 10.0  # the simulator's script
+CHUNK_ITL_MS = 10.0  # --target chunks: between chunks of four tokens
 
 
 @dataclass(frozen=True)
@@ -146,14 +152,16 @@ def run_vllm_bench(root_url: str, model: str, shape: Shape, work: Path) -> Figur
     return out
 
 
-def run_aiperf(aiperf: str, root_url: str, model: str, shape: Shape, work: Path) -> Figures:
+def run_aiperf(aiperf: str, root_url: str, model: str, shape: Shape, work: Path,
+               server_counts: bool = False) -> Figures:
     artifacts = work / "aiperf"
     subprocess.run([aiperf, "profile", "--model", model, "--url", root_url, "--endpoint-type", "completions",
                     "--streaming", "--concurrency", str(shape.concurrency), "--request-count", str(shape.requests),
                     "--isl", str(shape.input_tokens), "--isl-stddev", "0", "--osl", str(shape.output_tokens),
                     "--osl-stddev", "0", "--extra-inputs", "ignore_eos:true", "--extra-inputs",
                     f"min_tokens:{shape.output_tokens}", "--tokenizer", str(MODEL_DIR), "--artifact-dir",
-                    str(artifacts), "--ui", "none"], capture_output=True, text=True, check=True, cwd=work)
+                    str(artifacts), "--ui", "none", *(["--use-server-token-count"] if server_counts else [])],
+                   capture_output=True, text=True, check=True, cwd=work)
     export = next(artifacts.rglob("profile_export_aiperf.json"))
     records = json.loads(export.read_text())
     metrics = records.get("records", records)
@@ -287,6 +295,50 @@ def compare(target: str, shape: Shape, rounds: int, root_url: str, model: str, p
     return lines
 
 
+CHUNK_SHAPE = Shape(requests=40, concurrency=4, input_tokens=64, output_tokens=17)
+
+
+def itl_token_mean_ms(run: Path) -> float:
+    return float(json.loads((run / "passport.json").read_text())["results"]["metrics"]["itl.token"]["mean"]) * 1e3
+
+
+def compare_chunks(rounds: int, root_url: str, model: str, peers: dict[str, str]) -> list[str]:
+    """Rounds of (passport, aiperf, guidellm) in rotating order against the simulator sending four
+    tokens a chunk: each tool's ITL, passport's view of it and passport's itl.token mean."""
+    shape = CHUNK_SHAPE
+    theirs: dict[str, list[float | None]] = {"aiperf": [], "guidellm": []}
+    views: dict[str, list[float | None]] = {"aiperf": [], "guidellm": []}
+    token: list[float | None] = []
+    keys = {"aiperf": "Inter Token Latency avg", "guidellm": "inter_token_latency_ms mean"}
+    order = ["passport", "aiperf", "guidellm"]
+    for r in range(rounds):
+        for who in order[r % 3:] + order[:r % 3]:
+            work = Path(tempfile.mkdtemp(prefix=f"parity-chunks-{who}-"))
+            if who == "passport":
+                run = run_passport(f"{root_url}/v1", model, shape, work)
+                token.append(itl_token_mean_ms(run))
+                for tool in views:
+                    views[tool].append(shown(run, tool).get(keys[tool]))
+            elif who == "aiperf":
+                theirs[who].append(run_aiperf(peers["AIPERF"], root_url, model, shape, work, True).get(keys[who]))
+            else:
+                theirs[who].append(run_guidellm(peers["GUIDELLM"], root_url, model, shape, work).get(keys[who]))
+    ours = _median(token)
+    lines = [f"target: chunks (simulator: 1 token, then 4 a chunk, {CHUNK_ITL_MS:g} ms apart; {shape.requests} "
+             f"requests, closed@{shape.concurrency}, {shape.output_tokens} tokens; {rounds} rounds interleaved; "
+             "medians over rounds, ms; truth 2.5)",
+             f"{'tool':9} {'figure':28} {'tool':>7} {'view':>7} {'itl.token':>9} {'token vs tool':>13}"]
+    for tool in ("aiperf", "guidellm"):
+        a, v = _median(theirs[tool]), _median(views[tool])
+        diff = "" if a is None or ours is None or not a else f"{(ours - a) / a * 100:+.1f}%"
+        lines.append(f"{tool:9} {keys[tool]:28} {_fmt2(a):>7} {_fmt2(v):>7} {_fmt2(ours):>9} {diff:>13}")
+    return lines
+
+
+def _fmt2(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
 def _median(values: list[float | None]) -> float | None:
     known = sorted(v for v in values if v is not None)
     return None if not known else known[len(known) // 2] if len(known) % 2 else (
@@ -299,7 +351,7 @@ def _fmt(value: float | None) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--target", choices=("sim", "vllm", "both"), default="both")
+    parser.add_argument("--target", choices=("sim", "vllm", "both", "chunks"), default="both")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()
     subprocess.run(["bash", "scripts/setup.sh", "--vllm"], check=True, cwd=REPO, capture_output=True)
@@ -310,6 +362,12 @@ def main() -> None:
                 "--itl-ms", str(ITL_MS), "--model", "sim"]
         with _server(argv, f"http://127.0.0.1:{port}/health", 30):
             print("\n".join(compare("sim", SIM_SHAPE, args.rounds, f"http://127.0.0.1:{port}", "sim", peers)))
+    if args.target == "chunks":
+        port = _free_port()
+        argv = [sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", str(TTFT_MS),
+                "--itl-ms", str(CHUNK_ITL_MS), "--tokens-per-chunk", "4", "--model", "sim"]
+        with _server(argv, f"http://127.0.0.1:{port}/health", 30):
+            print("\n".join(compare_chunks(args.rounds, f"http://127.0.0.1:{port}", "sim", peers)))
     if args.target in ("vllm", "both"):
         port = _free_port()
         launch = yaml.safe_load((REPO / "specs" / "vllm-smoke.yaml").read_text())["engine"]["launch"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from passport.audit._student import t_critical
+from passport.audit._student import t_critical_95
 
 __all__ = ["Slope", "slope"]
 
@@ -40,5 +40,5 @@ def slope(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Slope | None:
         return None
     value = float(x @ y) / sxx
     residual = y - value * x
-    half = t_critical(0.05, dof) * float(np.sqrt(residual @ residual / dof / sxx))
+    half = t_critical_95(dof) * float(np.sqrt(residual @ residual / dof / sxx))
     return Slope(value, value - half, value + half, len(x))

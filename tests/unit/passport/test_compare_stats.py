@@ -119,3 +119,10 @@ def test_holm_verdicts_p_and_intervals_never_disagree(seed: int) -> None:
         assert t.level is not None and t.p_adjusted is not None
         low, high = d.interval(t.level)
         assert (t.p_adjusted <= 0.05) == t.significant == (low > 0 or high < 0), (d, t)
+
+
+def test_the_fast_95_percent_t_quantile_is_scipys_at_every_degree_of_freedom() -> None:
+    from passport.audit._student import t_critical_95
+
+    worst = max(abs(t_critical_95(df) - stats.t.ppf(0.975, df)) for df in range(1, 3000))
+    assert worst < 1e-6

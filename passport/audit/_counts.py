@@ -16,10 +16,10 @@ import pyarrow as pa
 
 from passport.audit._canaries import CANARY_COUNT_NAMES
 from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, superseded
-from passport.audit._trend import slope
+from passport.audit._trend import Slope, slope
 
 __all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "ACCOUNTING_PREFIX", "count_outcomes", "offered_and_achieved_rates",
-           "Pace", "achieved_pace", "pace_of", "found_cap_full", "measured_rows"]
+           "Pace", "achieved_pace", "pace_of", "pace_from", "found_cap_full", "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error",
@@ -162,7 +162,11 @@ def pace_of(intended_s: Sequence[np.ndarray], end_s: Sequence[np.ndarray], measu
     """The pace (see `achieved_pace`) of successful requests' intended and end times in seconds,
     grouped by repetition, out of `measured` requests; None when no slope can be read or
     completions do not rise with the schedule."""
-    fitted = slope(intended_s, end_s)
+    return pace_from(slope(intended_s, end_s), measured)
+
+
+def pace_from(fitted: Slope | None, measured: int) -> Pace | None:
+    """The pace of a fitted slope of end time on intended time over `measured` requests."""
     if fitted is None or fitted.value <= 0 or not measured:
         return None
     share = fitted.n / measured

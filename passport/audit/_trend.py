@@ -11,7 +11,7 @@ import numpy as np
 
 from passport.audit._student import t_critical_95
 
-__all__ = ["Slope", "slope"]
+__all__ = ["Slope", "slope", "RunningSlope"]
 
 
 @dataclass(frozen=True)
@@ -40,5 +40,37 @@ def slope(xs: Sequence[np.ndarray], ys: Sequence[np.ndarray]) -> Slope | None:
         return None
     value = float(x @ y) / sxx
     residual = y - value * x
-    half = t_critical_95(dof) * float(np.sqrt(residual @ residual / dof / sxx))
-    return Slope(value, value - half, value + half, len(x))
+    return _with_interval(value, float(residual @ residual), sxx, dof, len(x))
+
+
+def _with_interval(value: float, rss: float, sxx: float, dof: int, n: int) -> Slope:
+    half = t_critical_95(dof) * float(np.sqrt(max(rss, 0.0) / dof / sxx))
+    return Slope(value, value - half, value + half, n)
+
+
+class RunningSlope:
+    """`slope` of one group kept point by point in constant time and memory (Welford's updates of
+    the means and the centred sums of squares and products, stable over long windows), for a
+    watch that looks at a growing window every quarter second."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self._mx = self._my = self._sxx = self._sxy = self._syy = 0.0
+
+    def add(self, x: float, y: float) -> None:
+        self.n += 1
+        dx = x - self._mx
+        self._mx += dx / self.n
+        dy = y - self._my
+        self._my += dy / self.n
+        self._sxx += dx * (x - self._mx)
+        self._sxy += dx * (y - self._my)
+        self._syy += dy * (y - self._my)
+
+    def slope(self) -> Slope | None:
+        """The slope so far with its 95 % interval; None as `slope` gives it."""
+        dof = self.n - 2
+        if self.n < 3 or self._sxx <= 0 or dof < 1:
+            return None
+        value = self._sxy / self._sxx
+        return _with_interval(value, self._syy - self._sxy * value, self._sxx, dof, self.n)

@@ -7,7 +7,7 @@ flight as they change) and, at most every `CHECK_EVERY_NS`, judges what the meas
 recorded so far by two signs a server that keeps up does not show together:
 
 - **the pace**: successful completions against the schedule, read as `achieved_rate` reads it
-  (`passport.audit.pace_of`: the slope of completion time on intended time, with its 95 %
+  (`passport.audit.pace_of`, kept as running sums: the slope of completion time on intended time, with its 95 %
   interval), with the interval's upper end below `validity.min_achieved_rate_fraction`: the same
   judgment the finished run would FAIL on, so the stop never calls saturated what verify would not;
 - **the backlog**: requests in flight rising, the slope of their count over time (since the
@@ -36,8 +36,9 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from harness import ProgressSink
-from passport.audit import SATURATED_PREFIX, pace_of
-from passport.audit._trend import slope
+from passport.audit import SATURATED_PREFIX
+from passport.audit._counts import pace_from
+from passport.audit._trend import RunningSlope, slope
 
 __all__ = ["SaturationWatch", "CHECK_EVERY_NS", "MIN_COMPLETED", "MIN_WINDOW_NS", "CONFIRMATIONS"]
 
@@ -60,10 +61,9 @@ class SaturationWatch:
                  t0_ns: int, clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self._inner, self._reasons, self._stop, self._limit, self._t0 = inner, reasons, stop, limit_fraction, t0_ns
         self._clock = clock
-        # successful measured requests: intended and end times, seconds on the run clock; and
-        # (intended, TTFT) of those with a first token
-        self._intended, self._end = array("d"), array("d")
-        self._ttft_at, self._ttft = array("d"), array("d")
+        # successful measured requests: end time on intended time, and TTFT on intended time (of
+        # those with a first token), seconds on the run clock, kept as running sums
+        self._pace, self._ttft = RunningSlope(), RunningSlope()
         self._measured = 0
         self._first_due_ns: int | None = None  # the first measured request's intended time, run clock
         self._flight_t, self._flight_n = array("d"), array("d")  # requests in flight, sampled
@@ -96,11 +96,9 @@ class SaturationWatch:
         if self._first_due_ns is None or intended < self._first_due_ns:
             self._first_due_ns = intended
         if row.get("outcome") in _SUCCESS and isinstance(end, int):
-            self._intended.append(intended / 1e9)
-            self._end.append(end / 1e9)
+            self._pace.add(intended / 1e9, end / 1e9)
             if isinstance(sent, int) and isinstance(first, int):
-                self._ttft_at.append(intended / 1e9)
-                self._ttft.append((first - sent) / 1e9)
+                self._ttft.add(intended / 1e9, (first - sent) / 1e9)
 
     def _check(self, now_ns: int) -> None:
         """One look at the window so far; stops the phase on the CONFIRMATIONS-th saturated look."""
@@ -115,9 +113,9 @@ class SaturationWatch:
         """What says the server is saturated now, or None while it does not (both signs, see the
         module docstring)."""
         first = self._first_due_ns
-        if first is None or len(self._end) < MIN_COMPLETED or now_ns - first < MIN_WINDOW_NS:
+        if first is None or self._pace.n < MIN_COMPLETED or now_ns - first < MIN_WINDOW_NS:
             return None
-        pace = pace_of([np.array(self._intended)], [np.array(self._end)], self._measured)
+        pace = pace_from(self._pace.slope(), self._measured)
         if pace is None or pace.high >= self._limit:
             return None
         t, n = np.array(self._flight_t), np.array(self._flight_n)
@@ -132,7 +130,7 @@ class SaturationWatch:
                 f"measured requests; validity.min_achieved_rate_fraction {self._limit:g}) and requests in flight "
                 f"rose from {int(flight[0])} to {int(flight[-1])} ({backlog.value:+.1f}/s "
                 f"[{backlog.low:+.1f}, {backlog.high:+.1f}])")
-        ttft = slope([np.array(self._ttft_at)], [np.array(self._ttft)])
+        ttft = self._ttft.slope()
         if ttft is not None:
             said += f"; TTFT rose {ttft.value:+.3f} s per second of schedule [{ttft.low:+.3f}, {ttft.high:+.3f}]"
         return said

@@ -186,7 +186,7 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     row.objective = source.get(rest)
     if p.verdict == "HOLD":
         row.status, row.reason = "held", f"canaries failed: {p.validity.canaries.get('reason')}"
-    elif p.verdict == "INCOMPLETE":
+    elif p.verdict in ("INCOMPLETE", "SATURATED"):  # a saturated arm stopped itself: its figures are the queue's
         row.status, row.reason = "incomplete", p.validity.incomplete_reason
     elif p.verdict == "INVALID":
         failed = [f"{r['name']}: {r['message']}" for r in p.validity.rules if r["status"] == "FAIL"]

@@ -190,3 +190,11 @@ def test_a_rate_level_past_saturation_stops_itself_within_seconds_and_names_the_
     assert "Result is: SATURATED" in shown.stdout
     gate = run_cli("gate", str(run), "--require", "verdict == SATURATED")
     assert gate.returncode == 0, gate.stdout + gate.stderr
+    # as a campaign arm it is left unranked with its reason, as an arm that did not finish is
+    from passport.judge._campaign import summarize_arm
+    from passport.model import read_passport
+    from passport.model._campaign import ArmSpec
+
+    row = summarize_arm(ArmSpec(name="x", endpoint={"base_url": url}), run.name, read_passport(run / "passport.json"),
+                        None, "throughput.requests_per_s")
+    assert row.status == "incomplete" and str(row.reason).startswith("saturated: ")

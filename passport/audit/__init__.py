@@ -19,7 +19,6 @@ from passport.audit._counts import (
     count_outcomes,
     found_cap_full,
     offered_and_achieved_rates,
-    pace_of,
 )
 from passport.audit._declared import (
     DECLARED_FILE,
@@ -104,7 +103,6 @@ from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, invers
 
 __all__ = [
     "SATURATED_PREFIX",
-    "pace_of",
     "COUNT_NAMES",
     "ACCOUNTING_PREFIX",
     "DERIVED_VALIDITY_SINCE",

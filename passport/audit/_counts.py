@@ -19,7 +19,7 @@ from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_col
 from passport.audit._trend import Slope, slope
 
 __all__ = ["OUTCOME_CLASSES", "COUNT_NAMES", "ACCOUNTING_PREFIX", "count_outcomes", "offered_and_achieved_rates",
-           "Pace", "achieved_pace", "pace_of", "pace_from", "found_cap_full", "measured_rows"]
+           "Pace", "achieved_pace", "pace_from", "found_cap_full", "measured_rows"]
 
 # The outcome classes of requests.parquet (harness.OUTCOMES writes them; a test keeps both equal).
 OUTCOME_CLASSES = ("ok", "truncated", "rejected", "http_error", "timeout", "stream_error", "client_error",
@@ -155,18 +155,13 @@ def achieved_pace(requests: pa.Table, discarded: Sequence[int] = ()) -> Pace | N
     ok &= np.isfinite(intended) & np.isfinite(end)
     rep = numeric_column(requests, "repetition")
     groups = [ok & (rep == r) for r in np.unique(rep[ok])]
-    return pace_of([intended[g] / 1e9 for g in groups], [end[g] / 1e9 for g in groups], int(measured.sum()))
-
-
-def pace_of(intended_s: Sequence[np.ndarray], end_s: Sequence[np.ndarray], measured: int) -> Pace | None:
-    """The pace (see `achieved_pace`) of successful requests' intended and end times in seconds,
-    grouped by repetition, out of `measured` requests; None when no slope can be read or
-    completions do not rise with the schedule."""
-    return pace_from(slope(intended_s, end_s), measured)
+    return pace_from(slope([intended[g] / 1e9 for g in groups], [end[g] / 1e9 for g in groups]), int(measured.sum()))
 
 
 def pace_from(fitted: Slope | None, measured: int) -> Pace | None:
-    """The pace of a fitted slope of end time on intended time over `measured` requests."""
+    """The pace (see `achieved_pace`) of a fitted slope of successful requests' end time on their
+    intended time, out of `measured` requests; None when no slope was read or completions do not
+    rise with the schedule."""
     if fitted is None or fitted.value <= 0 or not measured:
         return None
     share = fitted.n / measured

@@ -32,7 +32,7 @@ from passport.audit._types import StatFigures
 
 __all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "empty_stat", "SUCCESS_OUTCOMES",
            "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
-           "itl_token_gaps_by_request", "tokens_per_chunk", "output_tokens",
+           "itl_samples_by_request", "tokens_per_chunk", "output_tokens",
            "REQUEST_LATENCY_IDS", "send_lag_ns"]
 
 SUCCESS_OUTCOMES = ("ok", "truncated")
@@ -274,16 +274,7 @@ def _token_chunks(chunks: pa.Table | None,
 def itl_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray) -> dict[int, np.ndarray]:
     """`itl.chunk` samples by request: for each of `request_ids` that streamed tokens, the gaps in
     seconds between its consecutive token-bearing chunks (in ascending request id order)."""
-    found = _token_chunks(chunks, request_ids)
-    if found is None:
-        return {}
-    c_rid, c_t, _ = found
-    # every gap at once: differences between neighbours of the same request, split by request
-    same = c_rid[1:] == c_rid[:-1]
-    gaps, owner = (np.diff(c_t) / 1e9)[same], c_rid[1:][same]
-    ids = np.unique(c_rid)
-    cuts = np.searchsorted(owner, ids, side="right")[:-1]
-    return {int(rid): g for rid, g in zip(ids.tolist(), np.split(gaps, cuts))}
+    return itl_samples_by_request(chunks, request_ids, None)[0]
 
 
 def tokens_per_chunk(chars: np.ndarray, tokens: int) -> np.ndarray:
@@ -307,25 +298,61 @@ def tokens_per_chunk(chars: np.ndarray, tokens: int) -> np.ndarray:
     return k
 
 
-def itl_token_gaps_by_request(chunks: pa.Table | None, request_ids: np.ndarray,
-                              output_tokens: np.ndarray) -> dict[int, np.ndarray]:
-    """`itl.token` samples by request (see METRICS["itl.token"]): for each of `request_ids` that
-    streamed tokens, with `output_tokens` its output token count (aligned with `request_ids`; NaN
-    when unknown), each later chunk's gap in seconds over its tokens, once per token. A request
-    whose count is unknown or not above its chunk count has one token a chunk: its itl.chunk."""
+def itl_samples_by_request(chunks: pa.Table | None, request_ids: np.ndarray,
+                           output_tokens: np.ndarray | None) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """(`itl.chunk` gaps, `itl.token` samples) by request, from one pass over the chunks: for each
+    of `request_ids` that streamed tokens, the gaps in seconds between its consecutive
+    token-bearing chunks; and each later chunk's gap over its tokens, once per token
+    (`tokens_per_chunk`, with `output_tokens` aligned with `request_ids`, NaN when unknown). A
+    request whose count is unknown or not above its chunk count has one token a chunk: its
+    itl.token samples are its itl.chunk gaps (the same array). Without `output_tokens`, no
+    itl.token samples. Vectorized over requests: a run's worth of requests costs a few numpy
+    passes, not a Python loop each."""
     found = _token_chunks(chunks, request_ids)
     if found is None:
-        return {}
+        return {}, {}
     c_rid, c_t, c_chars = found
     ids, starts, counts = np.unique(c_rid, return_index=True, return_counts=True)
-    tokens = dict(zip(request_ids.tolist(), output_tokens.tolist()))
-    out: dict[int, np.ndarray] = {}
-    for rid, start, count in zip(ids.tolist(), starts.tolist(), counts.tolist()):
-        gaps = np.diff(c_t[start:start + count]) / 1e9
-        n = tokens.get(rid, math.nan)
-        if not (isinstance(n, (int, float)) and math.isfinite(n) and n > count):
-            out[int(rid)] = gaps
-            continue
-        k = tokens_per_chunk(c_chars[start:start + count], int(n))[1:]
-        out[int(rid)] = np.repeat(gaps / k, k)
-    return out
+    # every gap at once: differences between neighbours of the same request, split by request
+    later = np.ones(len(c_rid), dtype=bool)
+    later[starts] = False  # a request's first chunk has no gap before it
+    gap_before = np.concatenate([[0.0], np.diff(c_t) / 1e9])
+    rid_list = [int(r) for r in ids.tolist()]
+    gaps = np.split(gap_before[later], np.cumsum(counts - 1)[:-1])
+    chunk = dict(zip(rid_list, gaps))
+    if output_tokens is None:
+        return chunk, {}
+    order = np.argsort(request_ids, kind="stable")
+    n = output_tokens[order][np.searchsorted(request_ids[order], ids)]
+    many = np.isfinite(n) & (n > counts)
+    if not many.any():
+        return chunk, dict(chunk)
+    # a request of one token a chunk shares its count evenly (one each, never the rare path below)
+    k = _shares(np.where(np.repeat(many, counts), c_chars, 1.0), starts, counts,
+                np.where(many, n, counts).astype(np.int64))
+    per_token = np.repeat(gap_before[later] / k[later], k[later])
+    token_counts = np.add.reduceat(np.where(later, k, 0), starts)
+    token = dict(zip(rid_list, np.split(per_token, np.cumsum(token_counts)[:-1])))
+    return chunk, {rid: token[rid] if wide else chunk[rid] for rid, wide in zip(rid_list, many.tolist())}
+
+
+def _shares(chars: np.ndarray, starts: np.ndarray, counts: np.ndarray, tokens: np.ndarray) -> np.ndarray:
+    """`tokens_per_chunk` of every request at once: chunks grouped contiguously (group g from
+    starts[g], counts[g] chunks) and tokens[g] >= counts[g] shared over each group."""
+    group = np.repeat(np.arange(len(starts)), counts)
+    weights = np.where(np.isfinite(chars) & (chars > 0), chars, 0.0).astype(float)
+    total = np.add.reduceat(weights, starts)
+    weights = np.where(total[group] > 0, weights, 1.0)  # no characters: equal shares
+    raw = tokens[group] * weights / np.add.reduceat(weights, starts)[group]
+    k: np.ndarray = np.maximum(1, np.floor(raw)).astype(np.int64)
+    short = tokens - np.add.reduceat(k, starts)
+    # the largest remainders get one more each (ties to the earlier chunk): rank within the group
+    position = np.arange(len(k))
+    ranked = np.lexsort((position, -(raw - k), group))
+    rank = np.empty(len(k), dtype=np.int64)
+    rank[ranked] = position - starts[group[ranked]]
+    k += (rank < np.maximum(short, 0)[group]).astype(np.int64)
+    for g in np.flatnonzero(short < 0):  # the floor of one made too many: rare, one request at a time
+        span = slice(int(starts[g]), int(starts[g] + counts[g]))
+        k[span] = tokens_per_chunk(chars[span], int(tokens[g]))
+    return k

@@ -32,8 +32,7 @@ from passport.audit._metrics import (
     REQUEST_LATENCY_IDS,
     SUCCESS_OUTCOMES,
     empty_stat,
-    itl_gaps_by_request,
-    itl_token_gaps_by_request,
+    itl_samples_by_request,
     numeric_column,
     object_column,
     output_tokens,
@@ -102,9 +101,8 @@ def read_run(source: RunSource) -> RunData:
     request_ids = numeric_column(requests, "request_id")
     latencies = request_latencies(requests)
     success = np.isin(object_column(requests, "outcome"), SUCCESS_OUTCOMES)
-    chunks = files.table("chunks", figures_only=True)
-    gaps = itl_gaps_by_request(chunks, request_ids[success])
-    token_gaps = itl_token_gaps_by_request(chunks, request_ids[success], output_tokens(requests)[success])
+    gaps, token_gaps = itl_samples_by_request(files.table("chunks", figures_only=True), request_ids[success],
+                                              output_tokens(requests)[success])
     measure = (object_column(requests, "phase") == "measure") & ~superseded(requests)
     before = RunData(files, requests, telemetry, declared, files.text("engine.log") or "", latencies, gaps,
                      token_gaps, request_ids, rep, success, files.table("canaries"), measure,

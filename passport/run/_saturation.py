@@ -7,9 +7,10 @@ flight as they change) and, at most every `CHECK_EVERY_NS`, judges what the meas
 recorded so far by two signs a server that keeps up does not show together:
 
 - **the pace**: successful completions against the schedule, read as `achieved_rate` reads it
-  (`passport.audit.pace_of`, kept as running sums: the slope of completion time on intended time, with its 95 %
-  interval), with the interval's upper end below `validity.min_achieved_rate_fraction`: the same
-  judgment the finished run would FAIL on, so the stop never calls saturated what verify would not;
+  (`passport.audit._counts.pace_from` of a slope kept as running sums: the slope of completion
+  time on intended time, with its 95 % interval), with the interval's upper end below
+  `validity.min_achieved_rate_fraction`: the same judgment the finished run would FAIL on, so
+  the stop never calls saturated what verify would not;
 - **the backlog**: requests in flight rising, the slope of their count over time (since the
   first measured request was due) with its 95 % interval above zero.
 
@@ -36,7 +37,7 @@ from collections.abc import Callable, Mapping
 import numpy as np
 
 from harness import ProgressSink
-from passport.audit import SATURATED_PREFIX
+from passport.audit import SATURATED_PREFIX, SUCCESS_OUTCOMES
 from passport.audit._counts import pace_from
 from passport.audit._trend import RunningSlope, slope
 
@@ -49,7 +50,6 @@ MIN_WINDOW_NS = 2_000_000_000  # of the measured window's schedule, since its fi
 # Checks in a row (three seconds): a queue near capacity wanders up for a second or two and back
 # (two slots at 94 % of their capacity: 8 of 30 simulated windows stopped on three checks, 1 on twelve)
 CONFIRMATIONS = 12
-_SUCCESS = ("ok", "truncated")
 
 
 class SaturationWatch:
@@ -95,7 +95,7 @@ class SaturationWatch:
         self._measured += 1
         if self._first_due_ns is None or intended < self._first_due_ns:
             self._first_due_ns = intended
-        if row.get("outcome") in _SUCCESS and isinstance(end, int):
+        if row.get("outcome") in SUCCESS_OUTCOMES and isinstance(end, int):
             self._pace.add(intended / 1e9, end / 1e9)
             if isinstance(sent, int) and isinstance(first, int):
                 self._ttft.add(intended / 1e9, (first - sent) / 1e9)

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from passport.audit import itl_gaps_by_request
-from passport.audit._metrics import itl_token_gaps_by_request, tokens_per_chunk
+from passport.audit._metrics import itl_samples_by_request, tokens_per_chunk
 from passport.audit._views import _summary, inverse_cdf
 
 
@@ -46,13 +46,13 @@ def test_a_chunk_of_k_tokens_gives_k_samples_of_its_gap_over_k() -> None:
                       (2, 0, 50.0, 6), (2, 1, 60.0, 6), (2, 2, 75.0, 6),  # one token a chunk
                       (3, 0, 10.0, 9), (3, 1, 30.0, 9)])  # no usage and no count
     ids = np.array([1, 2, 3])
-    token = itl_token_gaps_by_request(chunks, ids, np.array([10.0, 3.0, np.nan]))
+    token = itl_samples_by_request(chunks, ids, np.array([10.0, 3.0, np.nan]))[1]
     assert token[1] == pytest.approx([3.0e-3] * 8 + [6.0e-3])
     chunk = itl_gaps_by_request(chunks, ids)
     assert token[2] == pytest.approx(chunk[2]) and chunk[2] == pytest.approx([10e-3, 15e-3])
     assert token[3] == pytest.approx(chunk[3]) and chunk[3] == pytest.approx([20e-3])
     # a count below the chunks (an engine's usage that disagrees) keeps one token a chunk
-    assert itl_token_gaps_by_request(chunks, ids, np.array([2.0, 3.0, 1.0]))[1] == pytest.approx(chunk[1])
+    assert itl_samples_by_request(chunks, ids, np.array([2.0, 3.0, 1.0]))[1][1] == pytest.approx(chunk[1])
 
 
 def test_guidellm_statistics_weigh_each_sample() -> None:
@@ -67,3 +67,25 @@ def test_guidellm_statistics_weigh_each_sample() -> None:
     assert out["std"] == pytest.approx(np.sqrt(((values - mean) ** 2 * weights).sum() / 22))
     # a sample of weight 0 (a one-token answer's ITL) is left out, as guidellm leaves it
     assert _summary(np.array([3.0, 99.0]), ("max",), lower=True, weights=np.array([2.0, 0.0]))["max"] == 3.0
+
+
+@given(st.lists(st.tuples(st.lists(st.integers(0, 40), min_size=1, max_size=8), st.integers(-2, 12)),
+                min_size=1, max_size=12))
+def test_every_request_at_once_gives_each_request_its_own_samples(requests: list[tuple[list[int], int]]) -> None:
+    # each request: its chunks' characters, and its output tokens as extra tokens over its chunk count
+    # (negative: fewer than its chunks, a count that disagrees; -2: unknown)
+    rows, tokens = [], []
+    for rid, (chars, extra) in enumerate(requests):
+        rows += [(rid, seq, 1000.0 * rid + 7.0 * seq * seq + seq, c) for seq, c in enumerate(chars)]
+        tokens.append(np.nan if extra == -2 else float(len(chars) + extra))
+    ids = np.arange(len(requests), dtype=float)
+    chunk, token = itl_samples_by_request(_chunks(rows), ids, np.array(tokens))
+    for rid, (chars, _) in enumerate(requests):
+        gaps = np.diff([1000.0 * rid + 7.0 * s * s + s for s in range(len(chars))]) / 1e3
+        assert chunk[rid] == pytest.approx(gaps)
+        n = tokens[rid]
+        if not n > len(chars):  # unknown, or one token a chunk
+            assert token[rid] == pytest.approx(gaps)
+            continue
+        k = tokens_per_chunk(np.array(chars, dtype=float), int(n))[1:]  # the one-request rule, by hand
+        assert token[rid] == pytest.approx(np.repeat(gaps / k, k))

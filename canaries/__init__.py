@@ -16,6 +16,7 @@ from canaries._run import (
     long_context_prompt,
     run_case,
     run_suite,
+    send_body,
     write_results,
 )
 from canaries._sandbox import (
@@ -26,9 +27,26 @@ from canaries._sandbox import (
     run_python,
     sandbox_unavailable,
 )
+from canaries._sets import (
+    FORMATS,
+    GENERATED_SETS,
+    AccuracyItem,
+    AccuracySet,
+    generate_set,
+    load_accuracy_set,
+    read_jsonl_set,
+)
 from canaries._suite import KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
 
 __all__ = [
+    "AccuracyItem",
+    "AccuracySet",
+    "FORMATS",
+    "GENERATED_SETS",
+    "generate_set",
+    "load_accuracy_set",
+    "read_jsonl_set",
+    "send_body",
     "Answer",
     "CANARIES_SCHEMA",
     "CanaryError",

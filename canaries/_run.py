@@ -25,7 +25,8 @@ from harness import SUCCESS_OUTCOMES, Api, Exchange, HttpClient, StreamSummary, 
 from harness.engines import structured_fields
 from workloads import corpus_text
 
-__all__ = ["CaseResult", "run_suite", "run_case", "write_results", "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
+__all__ = ["CaseResult", "run_suite", "run_case", "send_body", "write_results",
+           "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
 
 GREEDY: dict[str, Any] = {"temperature": 0.0, "seed": 42}
 _FILLER = corpus_text().split()
@@ -113,7 +114,7 @@ def _transcript(turns: list[tuple[str, str]], question: str) -> str:
     return "\n".join(lines + [f"User: {question}\nAssistant:"])
 
 
-async def _send(client: HttpClient, path: str, body: dict[str, Any],
+async def send_body(client: HttpClient, path: str, body: dict[str, Any],
                 api: Api) -> tuple[Exchange, StreamSummary | None, str, str | None]:
     """One request as the runner sends it: (exchange, stream summary, outcome class, error)."""
     ex = await client.exchange(client.request_bytes(path, orjson.dumps(body)))
@@ -135,7 +136,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
             messages.append({"role": "user", "content": turn})
             body = _body(case, api, model, list(messages), _transcript(history, turn), engine)
             bodies.append(body)
-            ex, summary, outcome, error = await _send(client, path, body, api)
+            ex, summary, outcome, error = await send_body(client, path, body, api)
             if outcome not in SUCCESS_OUTCOMES or summary is None or i == len(turns) - 1:
                 break
             history.append((turn, summary.content))
@@ -144,7 +145,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
         prompt = long_context_prompt(case) if case.kind == "long_context" else case.prompt
         body = _body(case, api, model, case.messages, prompt, engine)
         bodies.append(body)
-        ex, summary, outcome, error = await _send(client, path, body, api)
+        ex, summary, outcome, error = await send_body(client, path, body, api)
     raw = (b"\n".join(bytes(p) for p in ex.sse.payloads) if summary is not None else bytes(ex.error_body)).decode(
         "utf-8", "replace")
     if summary is not None and outcome in SUCCESS_OUTCOMES:

@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--forget-history", action="store_true", help="scripted recall ignores earlier turns")
     parser.add_argument("--garble-above", type=int, default=None, metavar="N",
                         help="garble scripted replies that arrive while N or more other streams are active")
+    parser.add_argument("--wrong-rate", type=float, default=0.0, metavar="P",
+                        help="garble each scripted reply with chance P (seeded), whatever the load")
     parser.add_argument("--metrics-delay-s", type=float, default=0.0, help="answer GET /metrics this late")
     parser.add_argument("--counter-value", metavar="TEXT",
                         help="report every counter on /metrics as TEXT (e.g. NaN or +Inf, legal Prometheus values)")
@@ -76,7 +78,8 @@ def main() -> None:
         eos_after_tokens=args.eos_after_tokens, stall_s=args.stall_s, usage_in_stream=not args.no_usage,
         drop_reused=args.drop_reused, slots=args.slots,
         script=script,
-        forget_history=args.forget_history, garble_above=args.garble_above, metrics_delay_s=args.metrics_delay_s,
+        forget_history=args.forget_history, garble_above=args.garble_above, wrong_rate=args.wrong_rate,
+        metrics_delay_s=args.metrics_delay_s,
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
         counter_value=args.counter_value, tokens_per_chunk=args.tokens_per_chunk,

@@ -6,6 +6,7 @@ import asyncio
 import base64
 import math
 import os
+import random
 import ssl
 import struct
 import threading
@@ -41,6 +42,8 @@ class SimConfig:
     many requests generate at once; the others wait in arrival order (as llama-server's slots do),
     so offered load above slots / service time queues up: a known saturation point for sweeps.
     `script` / `forget_history`: scripted replies (see `_script.py`) for canary tests;
+    `wrong_rate`: each scripted reply is garbled with this chance, whatever the load (an engine
+    as often wrong alone as loaded: the A/A case of accuracy under load);
     `garble_above`: a request that arrives while at least that many others stream gets its
     scripted reply garbled (an engine whose answers degrade under load). GET /metrics answers
     in vLLM's metric names (so the sampler's normalization is tested end to end): requests
@@ -80,6 +83,7 @@ class SimConfig:
     script: list[dict[str, Any]] = field(default_factory=list)
     forget_history: bool = False
     garble_above: int | None = None
+    wrong_rate: float = 0.0  # a scripted reply is garbled with this chance (seeded), load or not
     metrics_delay_s: float = 0.0
     counter_value: str | None = None  # every counter reported as this text (NaN, +Inf: a hostile /metrics)
     ignore_formats: bool = False
@@ -98,6 +102,7 @@ class _State:
     def __init__(self, config: SimConfig) -> None:
         self.config = config
         self.rng = np.random.default_rng(config.seed)
+        self.wrong_rng = random.Random(config.seed)  # wrong_rate's draws, apart from the timing's
         self.count = 0
         self.active = 0
         self.slots = asyncio.Semaphore(config.slots) if config.slots else None
@@ -355,7 +360,10 @@ class _SimProtocol(asyncio.Protocol):
         reply = scripted_reply(cfg.script, req, chat, cfg.forget_history) if cfg.script else None
         if reply is None and not cfg.ignore_formats:
             reply = format_reply(req)
-        if reply is not None and cfg.garble_above is not None and state.active >= cfg.garble_above:
+        garble = cfg.garble_above is not None and state.active >= cfg.garble_above
+        if reply is not None and cfg.wrong_rate > 0 and cfg.script:
+            garble = garble or state.wrong_rng.random() < cfg.wrong_rate
+        if reply is not None and garble:
             reply = Reply(["garbled " for _ in reply.pieces], None)
         if reply is not None:
             n_reply = len(reply.pieces) + (3 if reply.tool_call else 0)

@@ -11,6 +11,14 @@ reports or decide comparisons (that is `passport.judge`).
     verify_run(Path("results/my-run"))          # [] when every figure is reproduced
 """
 
+from passport.audit._accuracy import (
+    ACCURACY_FILE,
+    ACCURACY_SCHEMA,
+    accuracy_figures,
+    first_answers,
+    sign_test_p,
+    wilson_95,
+)
 from passport.audit._canaries import CANARIES_FILE, CANARY_COUNT_NAMES, canary_counts, canary_figures
 from passport.audit._counts import (
     ACCOUNTING_PREFIX,
@@ -67,6 +75,7 @@ from passport.audit._metrics import (
 from passport.audit._peer_files import aiperf_export, guidellm_report
 from passport.audit._results import compute_results, per_request_samples, read_run, tokens_per_s_per_user
 from passport.audit._run_data import RunData
+from passport.audit._scoring import DEFAULT_TOLERANCE, SCORERS, Score, reference_problem, score
 from passport.audit._server_stats import server_summary
 from passport.audit._signature import (
     KEY_DIR_ENV,
@@ -79,6 +88,8 @@ from passport.audit._signature import (
 )
 from passport.audit._slo import requests_meeting
 from passport.audit._types import (
+    AccuracyFigures,
+    AccuracyPhaseFigures,
     CanaryFigures,
     Distribution,
     HeadroomFigures,
@@ -103,6 +114,19 @@ from passport.audit._views import TOOLS, ToolFigure, ToolTotal, ToolView, invers
 
 __all__ = [
     "SATURATED_PREFIX",
+    "ACCURACY_FILE",
+    "ACCURACY_SCHEMA",
+    "accuracy_figures",
+    "first_answers",
+    "sign_test_p",
+    "wilson_95",
+    "DEFAULT_TOLERANCE",
+    "SCORERS",
+    "Score",
+    "reference_problem",
+    "score",
+    "AccuracyFigures",
+    "AccuracyPhaseFigures",
     "COUNT_NAMES",
     "ACCOUNTING_PREFIX",
     "DERIVED_VALIDITY_SINCE",

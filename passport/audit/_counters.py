@@ -4,7 +4,7 @@
 timed phase's first send and right after its last answer, and keeps both reads in
 telemetry.parquet (sources `counters:before` and `counters:after`). Whatever the client recorded
 in that window (requests.parquet: warm-up, measured and cool-down rows of every repetition;
-canaries.parquet: the cases sampled under load) bounds what the server can have counted:
+canaries.parquet and accuracy.parquet: the cases and items sent under load) bounds what the server can have counted:
 
 - what the client is *sure* the server did: every answered request, and the tokens its usage
   reported (answers without usage leave the token count unjudged);
@@ -95,7 +95,20 @@ def _canary_bounds(canaries: pa.Table | None) -> tuple[int, int, int, float]:
     return sure_r, possible_r, sure_t, possible_t
 
 
-def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.Table | None) -> CounterFacts | None:
+def _accuracy_bounds(accuracy: pa.Table | None) -> tuple[int, int, int, float]:
+    """(sure requests, possible requests, sure tokens, possible tokens) of the accuracy items under load."""
+    if accuracy is None or accuracy.num_rows == 0:
+        return 0, 0, 0, 0.0
+    rows = [r for r in accuracy.select(["phase", "outcome", "completion_tokens", "max_tokens"]).to_pylist()
+            if r["phase"] == "under_load"]
+    answered = [r for r in rows if r["outcome"] in SUCCESS_OUTCOMES]
+    sure_t = sum(int(r["completion_tokens"] or 0) for r in answered)
+    cut = sum(float(r["max_tokens"] or 0) for r in rows if r["outcome"] not in SUCCESS_OUTCOMES)
+    return len(answered), len(rows), sure_t, sure_t + cut
+
+
+def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.Table | None,
+                  accuracy: pa.Table | None = None) -> CounterFacts | None:
     """The facts of the bracket; None when the run kept none (an engine without counters, no
     /metrics, telemetry off, or a run older than the bracket)."""
     if telemetry is None or "source" not in telemetry.column_names:
@@ -115,6 +128,9 @@ def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.T
     cut_budget = budget[failed]
     failed_tokens = math.inf if np.isnan(cut_budget).any() else float(cut_budget.sum())
     c_sure_r, c_possible_r, c_sure_t, c_possible_t = _canary_bounds(canaries)
+    a_sure_r, a_possible_r, a_sure_t, a_possible_t = _accuracy_bounds(accuracy)
+    c_sure_r, c_possible_r, c_sure_t, c_possible_t = (c_sure_r + a_sure_r, c_possible_r + a_possible_r,
+                                                      c_sure_t + a_sure_t, c_possible_t + a_possible_t)
     return CounterFacts(
         server_requests=deltas.get("requests_finished_total"), server_tokens=deltas.get("generation_tokens_total"),
         backwards=backwards, not_finite=not_finite, sure_requests=n_answered + c_sure_r,

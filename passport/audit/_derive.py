@@ -125,13 +125,15 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
-        server_counters=counter_facts(requests, run.telemetry, run.canaries) if rules_version >= 4 else None,
+        server_counters=counter_facts(requests, run.telemetry, run.canaries, run.accuracy)
+        if rules_version >= 4 else None,
         counters_judged=rules_version >= 4,
         model_listing=model_listing(run.files) if rules_version >= 5 else None,
         calibration_judged=rules_version >= 6,
         cap_is_load=rules_version >= 7,
         pace=achieved_pace(requests, discarded) if rules_version >= 9 and open_loop else None,
         pace_judged=rules_version >= 9,
+        accuracy=effective.get("accuracy") if rules_version >= 10 else None,
     )
     rules = evaluate(results, counts, facts, cast(ValidityLimits, effective["validity"]))
     return Derived(results, counts, canaries, rules, verdict_of(rules, facts), run)

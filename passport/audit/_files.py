@@ -33,7 +33,7 @@ __all__ = ["PROBES_FILE", "RAW_FILES", "REPORT_FILES", "TEXT_COLUMNS", "sha256_f
 PROBES_FILE = "probes.jsonl"  # the control-plane exchanges of identify (passport.run._replay writes it)
 SPEC_FILE = "spec.yaml"  # the spec as run (flags applied): `passport run RUN/spec.yaml` runs it again
 RAW_FILES = ("requests.parquet", "chunks.parquet", "telemetry.parquet", "schedule.parquet", "engine.log",
-             "declared.json", "calibration.json", "canaries.parquet", PROBES_FILE, SPEC_FILE)
+             "declared.json", "calibration.json", "canaries.parquet", "accuracy.parquet", PROBES_FILE, SPEC_FILE)
 REPORT_FILES = ("report.md", "report.html")  # and plots/*.png
 
 

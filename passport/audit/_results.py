@@ -22,6 +22,7 @@ from dataclasses import replace
 import numpy as np
 import pyarrow as pa
 
+from passport.audit._accuracy import accuracy_figures
 from passport.audit._cost import cost_figures
 from passport.audit._declared import read_declared
 from passport.audit._discard import evaluate_discards
@@ -105,7 +106,7 @@ def read_run(source: RunSource) -> RunData:
                                               output_tokens(requests)[success])
     measure = (object_column(requests, "phase") == "measure") & ~superseded(requests)
     before = RunData(files, requests, telemetry, declared, files.text("engine.log") or "", latencies, gaps,
-                     token_gaps, request_ids, rep, success, files.table("canaries"), measure,
+                     token_gaps, request_ids, rep, success, files.table("canaries"), files.table("accuracy"), measure,
                      {"rules": [], "discarded": [], "not_evaluable": []})
     discard = evaluate_discards(declared, before)
     discarded = [d["repetition"] for d in discard["discarded"]]
@@ -314,7 +315,8 @@ def compute_results(source: RunSource | RunData) -> ResultsFigures:
     if workers is not None:
         client["workers"] = workers
     client["headroom"] = headroom_figures(run.requests, read_calibration(run.files))
-    return {
+    accuracy = accuracy_figures(run.accuracy)
+    results: ResultsFigures = {
         "metrics": metrics,
         "metrics_failure_inclusive": inclusive,
         "outcomes": outcomes,
@@ -327,8 +329,12 @@ def compute_results(source: RunSource | RunData) -> ResultsFigures:
         "slo": None if meets is None else _slo_figures(run, meets),
         "discard": run.discard if run.discard["rules"] else None,
         "cost": cost_figures(run.declared.cost, run.requests, run.ok_measured, meets, windows),
+        "accuracy": accuracy,
         **traffic_results(run.requests, run.measured, run.latencies),
     }
+    if accuracy is None:  # only a run that declared accuracy has the key (older passports stay as they were)
+        del results["accuracy"]
+    return results
 
 
 def per_request_samples(run: RunSource | RunData, metric_ids: tuple[str, ...]) -> dict[str, list[np.ndarray]]:

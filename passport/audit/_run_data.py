@@ -33,6 +33,7 @@ class RunData:
     repetition: np.ndarray
     success: np.ndarray
     canaries: pa.Table | None  # canaries.parquet (gate and under-load cases), when the run has one
+    accuracy: pa.Table | None  # accuracy.parquet (items alone and under load), when the run declared accuracy
     measured: np.ndarray
     discard: DiscardFigures
 

@@ -24,7 +24,8 @@ __all__ = [
     "CostFigures", "DiscardedFigures", "NotEvaluable", "DiscardFigures", "CacheUsageFigures",
     "Distribution", "InputLengths", "OutputLengths", "LengthFigures", "TurnContext", "SessionFigures",
     "CheckFigures", "ShapeFigures", "TrafficFigures", "ResultsFigures", "RuleFigures", "Verdict", "CanaryStatus",
-    "CanaryFailureFigures", "CanaryUnderLoadFigures", "CanaryFigures", "ValidityLimits", "FileFacts",
+    "CanaryFailureFigures", "CanaryUnderLoadFigures", "AccuracyPhaseFigures", "AccuracyDropFigures",
+    "AccuracyFigures", "CanaryFigures", "ValidityLimits", "FileFacts",
 ]
 
 Scalar = bool | int | float | str | None
@@ -281,6 +282,47 @@ class CostFigures(TypedDict):
     goodput: CostRates | None  # counting only requests that met the SLO; null without one
 
 
+class AccuracyPhaseFigures(TypedDict):
+    """A set's items in one phase (alone, or under load): answered items, right ones, requests
+    that failed (no answer, not counted as wrong), the share right with its Wilson 95 % interval."""
+
+    n: int
+    correct: int
+    failed: int
+    accuracy: float | None
+    ci_low: float | None
+    ci_high: float | None
+
+
+class AccuracyDropFigures(TypedDict):
+    """Items answered alone and under load, paired: alone minus under load (a Student 95 %
+    interval on the paired differences), items right alone and wrong under load (`worse`, the
+    first ids in `changed`) and the reverse (`better`), and the one-sided exact sign test's p."""
+
+    n_pairs: int
+    worse: int
+    better: int
+    drop: float
+    drop_low: float
+    drop_high: float
+    p_value: float
+    changed: list[str]
+
+
+class AccuracyFigures(TypedDict):
+    """One accuracy set's results (`passport.audit._accuracy`): every answer re-scored from
+    accuracy.parquet; `rescored_differ` counts rows whose stored verdict the re-scoring does not
+    give (0 in a passport the run wrote)."""
+
+    scorer: str
+    set_sha256: str
+    n_items: int
+    alone: AccuracyPhaseFigures | None
+    under_load: AccuracyPhaseFigures | None
+    paired: AccuracyDropFigures | None
+    rescored_differ: int
+
+
 class ResultsFigures(TypedDict):
     """Every figure of a passport's `results`, as `compute_results` recomputes them. Schema 1.1
     added `slo`, `discard` and `server`; 1.2 the traffic figures (`lengths`: input tokens target /
@@ -305,6 +347,7 @@ class ResultsFigures(TypedDict):
     checks: NotRequired[dict[str, CheckFigures] | None]
     shapes: NotRequired[dict[str, ShapeFigures] | None]
     cost: NotRequired[CostFigures | None]
+    accuracy: NotRequired[dict[str, AccuracyFigures] | None]
 
 
 Verdict = Literal["VALID", "INVALID", "HOLD", "INCOMPLETE", "SATURATED"]

@@ -71,6 +71,9 @@ class RunFacts:
     # sampling interval (`achieved_pace`), judged in place of the first-to-last spans.
     pace: Pace | None = None
     pace_judged: bool = False  # rules version 9 on: a window too short for a pace is said (SKIP)
+    # Rules version 10 on, for a run that declared accuracy: its spec's `accuracy` section
+    # (max_drop, alpha, on_drop) that the accuracy_drop rule judges results.accuracy by.
+    accuracy: dict[str, Any] | None = None
 
 
 def _rule(name: str, passed: bool, measured: Any, threshold: Any, message: str,
@@ -120,6 +123,51 @@ def _canaries(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Val
             + (f": {failed_cases}" if failed_cases else ""),
             "the engine answered correctly when idle but not under this load: its speed here is not usable"))
     return out
+
+
+def _accuracy_drop(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
+                   lim: ValidityLimits) -> list[RuleFigures]:
+    """A set whose accuracy fell under load by more than `max_drop`, beyond the chance of load
+    changing nothing (sign test p < `alpha`): WARN, or FAIL with `on_drop: fail`."""
+    declared, sets = f.accuracy, r.get("accuracy") or {}
+    if declared is None:
+        return []
+    max_drop, alpha = float(declared["max_drop"]), float(declared["alpha"])
+    paired = {name: s["paired"] for name, s in sets.items() if s["paired"] is not None}
+    if not paired:
+        why = ("no item was answered both alone and under load" if sets else "no accuracy item was answered")
+        return [_note("accuracy_drop", "SKIP", f"{why}: accuracy.alone and accuracy.share say what was declared")]
+    words, dropped = [], []
+    for name, p in paired.items():
+        both = sets[name]
+        alone, loaded = both["alone"], both["under_load"]
+        line = (f"{name}: {_share(alone)} alone, {_share(loaded)} under load over {p['n_pairs']} paired items, "
+                f"drop {p['drop']:+.3f} (95 % {p['drop_low']:+.3f}..{p['drop_high']:+.3f}; {p['worse']} worse, "
+                f"{p['better']} better; sign test p {p['p_value']:.2g})")
+        if p["drop"] > max_drop and p["p_value"] < alpha:
+            dropped.append(name)
+            shown = p["changed"][:_SHOWN_ITEMS]
+            line += (f": right alone, wrong under load: {', '.join(shown)}"
+                     + (f" and {p['worse'] - len(shown)} more" if p["worse"] > len(shown) else ""))
+        words.append(line)
+    message = "; ".join(words)
+    if not dropped:
+        return [_rule("accuracy_drop", True, 0, f"drop <= {max_drop:g} or p >= {alpha:g}",
+                      f"no set lost accuracy under load beyond chance: {message}", "")]
+    return [_rule("accuracy_drop", False, len(dropped), f"drop <= {max_drop:g} or p >= {alpha:g}",
+                  f"{len(dropped)} of {len(paired)} sets answered worse under load: {message}",
+                  "the engine answers differently when loaded (batching, preemption, KV-cache or speculative "
+                  "settings): accuracy.parquet has both answers of every item",
+                  soft=declared.get("on_drop", "warn") != "fail")]
+
+
+_SHOWN_ITEMS = 5  # items named in the rule's message (results.accuracy.*.paired.changed has 20)
+
+
+def _share(phase: Any) -> str:
+    if phase is None or phase["accuracy"] is None:
+        return "n/a"
+    return f"{phase['accuracy']:.3f} ({phase['correct']}/{phase['n']})"
 
 
 def _completed_and_errors(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
@@ -547,6 +595,9 @@ RULE_DOCS: dict[str, RuleDoc] = {
                         "all cases pass", "FAIL: HOLD"),
     "canaries_under_load": RuleDoc(1, "the canary cases sampled inside the timed phase passed", "0 failed",
                                    "FAIL"),
+    "accuracy_drop": RuleDoc(10, "each accuracy set answered as well under load as alone: the drop over items "
+                                 "answered both ways, with the exact sign test on the items that changed",
+                             "accuracy.max_drop and accuracy.alpha", "WARN (FAIL with accuracy.on_drop: fail)"),
     "model_listed": RuleDoc(5, "the server's /v1/models lists the model the run asked for", "listed", "WARN"),
     "min_completed_requests": RuleDoc(1, "enough measured requests succeeded", "validity.min_completed_requests",
                                       "FAIL"),
@@ -592,7 +643,7 @@ RULE_DOCS: dict[str, RuleDoc] = {
 
 Rule = Callable[[ResultsFigures, dict[str, int | None], RunFacts, ValidityLimits], list[RuleFigures]]
 # Every rule, in the order the passport lists them.
-RULES: tuple[Rule, ...] = (_run_complete, _canaries, _model_listed, _completed_and_errors, _accounting,
+RULES: tuple[Rule, ...] = (_run_complete, _canaries, _accuracy_drop, _model_listed, _completed_and_errors, _accounting,
                            _server_counters, _client, _client_calibration, _clock_offsets, _achieved_rate, _engine,
                            _lengths, _answer_checks, _declarations)
 

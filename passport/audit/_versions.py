@@ -38,8 +38,10 @@ SIGNED_SINCE = "1.4"
 # 95 % interval (`_counts.achieved_pace`), and fails only when the interval lies below the limit (a
 # short window at a high rate read 0.54 on a server that kept up, from one slow first or last
 # request); a point below the limit with an interval reaching it WARNs that the window cannot tell.
+# 10: the accuracy_drop rule judges a run that declares `accuracy`: a set answered worse under load
+# than alone by more than accuracy.max_drop, beyond chance (exact sign test p < accuracy.alpha).
 RULES_KEY = "passport.rules"
-RULES_VERSION = 9
+RULES_VERSION = 10
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"
@@ -52,7 +54,7 @@ def version_tuple(text: str) -> tuple[int, ...]:
 
 # Rules first judged at a rules version: a passport whose validity lists one records that
 # version or a later one.
-_RULE_SINCE = {"server_counters": 4, "model_listed": 5, "client_calibration": 6}
+_RULE_SINCE = {"server_counters": 4, "model_listed": 5, "client_calibration": 6, "accuracy_drop": 10}
 
 
 def _claims(passport: Mapping[str, Any]) -> tuple[str, int, int]:

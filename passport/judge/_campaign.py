@@ -6,7 +6,9 @@ and the managed-vs-owned line.
 A repetition's status says why it can or cannot be ranked, first match wins:
 - `failed`: no passport (the engine did not start, the run raised); `reason` says what;
 - `does_not_fit`: the capacity arithmetic said the workload does not fit; never launched;
-- `held`: the canaries failed (HOLD); nothing was timed, so nothing to rank;
+- `held`: the canaries failed (HOLD); nothing was timed, so nothing to rank; or its accuracy
+  under load fails it: the run's accuracy_drop rule warned, or a set's accuracy under load is
+  below the campaign's `min_accuracy`;
 - `incomplete` / `invalid`: the run stopped early, or a validity rule failed;
 - `not_comparable`: its model or precision differs from the reference arm's (the first arm
   with a passport) and the arm did not declare it `varies` (the broken invariant is listed);
@@ -140,6 +142,7 @@ class ArmRow:
     broken: list[str] = field(default_factory=list)
     objective: float | None = None
     round: int = 1
+    accuracy: dict[str, dict[str, float | None]] | None = None  # by set: alone, under_load, drop
 
 
 def failed_arm(arm: ArmSpec, status: str, reason: str, fit: Fit | None = None) -> ArmRow:
@@ -155,7 +158,32 @@ def _identity_int(p: Passport, key: str) -> int | None:
     return found.value if found is not None and isinstance(found.value, int) else None
 
 
-def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objective: str) -> ArmRow:
+def _accuracy(p: Passport) -> dict[str, dict[str, float | None]] | None:
+    sets = p.results.get("accuracy")
+    if not sets:
+        return None
+    return {name: {"alone": None if s["alone"] is None else s["alone"]["accuracy"],
+                   "under_load": None if s["under_load"] is None else s["under_load"]["accuracy"],
+                   "drop": None if s["paired"] is None else s["paired"]["drop"]} for name, s in sets.items()}
+
+
+def _accuracy_hold(p: Passport, accuracy: dict[str, dict[str, float | None]] | None,
+                   min_accuracy: float | None) -> str | None:
+    """Why an arm's answers under load hold it from the ranking: the accuracy_drop rule warned,
+    or a set's accuracy under load is below the campaign's min_accuracy; None when neither."""
+    drop = next((r for r in p.validity.rules if r["name"] == "accuracy_drop" and r["status"] in ("WARN", "FAIL")),
+                None)
+    if drop is not None:
+        return f"accuracy under load: {drop['message']}"
+    if min_accuracy is None or accuracy is None:
+        return None
+    low = [f"{name} {'no value' if a['under_load'] is None else format(a['under_load'], '.3f')}"
+           for name, a in accuracy.items() if a["under_load"] is None or a["under_load"] < min_accuracy]
+    return f"accuracy under load below min_accuracy {min_accuracy:g}: {', '.join(low)}" if low else None
+
+
+def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objective: str,
+                  min_accuracy: float | None = None) -> ArmRow:
     """An arm's row from its passport (status before the cross-arm invariants are compared)."""
     row = failed_arm(arm, "ranked", "", fit)
     row.reason, row.run, row.passport_sha256, row.verdict = None, run, p.content_sha256, p.verdict
@@ -180,6 +208,7 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     if discard is not None:
         row.discarded = [f"repetition {d['repetition']} by {d['rule']!r} ({d['message']})"
                          for d in discard["discarded"]]
+    row.accuracy = _accuracy(p)
     row.invariants = {k: v for k, v in invariant_values(p).items() if k in CAMPAIGN_INVARIANTS}
     head, _, rest = objective.partition(".")
     source = {"goodput": row.goodput, "throughput": row.throughput}.get(head, row.cost or {})
@@ -191,6 +220,8 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
     elif p.verdict == "INVALID":
         failed = [f"{r['name']}: {r['message']}" for r in p.validity.rules if r["status"] == "FAIL"]
         row.status, row.reason = "invalid", "; ".join(failed)
+    elif (held := _accuracy_hold(p, row.accuracy, min_accuracy)) is not None:
+        row.status, row.reason = "held", held
     elif row.objective is None:
         row.status, row.reason = "no_value", f"the passport has no value for {objective}"
     return row
@@ -260,6 +291,7 @@ class ArmSummary:
     rank: int | None = None
     tied_with: list[str] = field(default_factory=list)
     repetitions: list[dict[str, Any]] = field(default_factory=list)
+    accuracy: dict[str, dict[str, float | None]] | None = None  # by set, the means over its repetitions
 
 
 def _mean(values: list[Any]) -> float | None:
@@ -305,7 +337,18 @@ def _summary(reps: list[ArmRow]) -> ArmSummary:
         interval={"low": None if interval is None else interval.low,
                   "high": None if interval is None else interval.high,
                   "sd": None if interval is None else interval.sd, "n": len(values) if bad is None else 0},
-        repetitions=[asdict(r) for r in reps])
+        repetitions=[asdict(r) for r in reps], accuracy=_accuracy_means([r.accuracy for r in timed]))
+
+
+Accuracy = dict[str, dict[str, float | None]]  # by set: alone, under_load, drop
+
+
+def _accuracy_means(per_rep: list[Accuracy | None]) -> Accuracy | None:
+    found = [a for a in per_rep if a]
+    if not found:
+        return None
+    names = list(dict.fromkeys(n for a in found for n in a))
+    return {n: _means([a[n] for a in found if n in a]) for n in names}
 
 
 def summarize_arms(rows: list[ArmRow], campaign: CampaignSpec) -> tuple[list[ArmSummary], Ranking]:
@@ -492,7 +535,7 @@ def recorded_rows(folder: Path, recorded: dict[str, Any], campaign: CampaignSpec
                     problems.append(f"arm {arm.name} round {old['round']}: {old['run']}/passport.json is not the "
                                     "passport the campaign recorded (its content hash differs: it was edited or "
                                     "replaced)")
-                row = summarize_arm(arm, old["run"], passport, fit, campaign.objective)
+                row = summarize_arm(arm, old["run"], passport, fit, campaign.objective, campaign.min_accuracy)
                 if campaign.mode == "sweep":  # arms/<sweep>/levels/<level>: the sweep's record two folders up
                     row = judged_at_knee(row, json.loads((folder / old["run"]).parent.parent.joinpath(
                         SWEEP_FILE).read_text()))

@@ -20,7 +20,8 @@ the comparison, and a minimum effect below which a difference is not called. A v
 "faster"/"slower" (latency) or "higher"/"lower" (rates) only when the difference survives all of
 that. The p-value shown is Holm-adjusted and the interval is at the level Holm tested it at, so
 a shown interval excludes zero exactly when the p is under alpha and the verdict names a
-difference (the uncorrected p stays in `MetricComparison.p_raw`). Caveats: canary status.
+difference (the uncorrected p stays in `MetricComparison.p_raw`). Then each accuracy set both runs
+scored, item by item (`_accuracy_compare.py`). Caveats: canary status.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import numpy as np
 
 from passport._errors import PassportError
 from passport.audit import OpenRun, RunData, per_request_samples, requests_meeting
+from passport.judge._accuracy_compare import AccuracyComparison, compare_accuracy, render_accuracy
 from passport.judge._stats import (
     BLOCKS,
     MIN_PER_BLOCK,
@@ -97,6 +99,7 @@ class Comparison:
     min_effect: float = 0.10
     values: dict[str, list[Any]] = field(default_factory=dict)  # invariant -> value per run, every one
     fields: dict[str, list[Any]] = field(default_factory=dict)  # identity/protocol field -> value per run, differing
+    accuracy: list[list[AccuracyComparison]] = field(default_factory=list)  # per other run, by set
 
     @property
     def comparable(self) -> bool:
@@ -367,6 +370,8 @@ def compare_runs(opened: list[OpenRun], allowed: list[str] | None = None, alpha:
         for i in range(1, len(runs)):
             comparison.metrics.append(_compare_pair(opened[0].derived.run, opened[i].derived.run, passports[0],
                                                     passports[i], alpha, min_effect))
+            comparison.accuracy.append(compare_accuracy(opened[0].derived.run.accuracy,
+                                                        opened[i].derived.run.accuracy, alpha))
     return comparison
 
 
@@ -449,7 +454,7 @@ def render_comparison(c: Comparison) -> list[str]:
         return lines
     if c.differences:
         lines.append("compared anyway, allowing: " + ", ".join(n for n in c.differences))
-    for other, rows in zip(c.runs[1:], c.metrics):
+    for k, (other, rows) in enumerate(zip(c.runs[1:], c.metrics)):
         lines.append("")
         lines.append(f"{other.name} against {c.runs[0].name}")
         lines.append(f"{'metric':<36} {'first':>11} {'other':>11} {'difference':>11}  {'interval (Holm level)':<32} "
@@ -459,6 +464,8 @@ def render_comparison(c: Comparison) -> list[str]:
             lines.append(f"{m.metric + '.' + m.stat:<36} {fmt(m.metric, m.base):>11} {fmt(m.metric, m.other):>11} "
                          f"{fmt(m.metric, diff):>11}  {format_interval(m):<32} {format_p(m.p):>7}  {m.verdict}")
         lines.append(method_line(c))
+        if k < len(c.accuracy):
+            lines += render_accuracy(c.accuracy[k], c.alpha)
     lines.extend(["", "Caveats:"] + [f"- {c_}" for c_ in c.caveats] if c.caveats else ["", "Caveats: none"])
     lines.append("Result: COMPARABLE")
     return lines

@@ -3,7 +3,9 @@ passport is read, so a typo is a usage error with the closest valid names, never
 
 Short names: `<metric id>.<stat>`, `failure_inclusive.<metric id>.<stat>`, `error_rate`,
 `verdict`, `canaries`, `slo`, `outcomes.<class>` and `counts.<name>` (classes and counts from
-the auditor's vocabulary). Full paths into passport.json work too: `results.metrics.ttft.any.p99`,
+the auditor's vocabulary), and for an accuracy set `accuracy.<set>` (its accuracy under load),
+`accuracy_alone.<set>`, `accuracy_under_load.<set>` and `accuracy_drop.<set>` (alone minus under
+load, over the items answered both ways). Full paths into passport.json work too: `results.metrics.ttft.any.p99`,
 `validity.counts.schema_failures`, `results.slo.attainment`, `results.client.cpu_share_max`, any
 scalar field of `results` or `validity` (a key of a free-form map, e.g. a gauge's name, is taken
 as written).
@@ -62,6 +64,11 @@ def _metric(name: str, prefix: tuple[str, ...], rest: str) -> Target | None:
     return Target(name, kind, (*prefix, metric_id, stat))
 
 
+# accuracy.<set> (under load), accuracy_alone.<set>, accuracy_under_load.<set>, accuracy_drop.<set>
+_ACCURACY_NAMES = {"accuracy.": ("under_load", "accuracy"), "accuracy_alone.": ("alone", "accuracy"),
+                   "accuracy_under_load.": ("under_load", "accuracy"), "accuracy_drop.": ("paired", "drop")}
+
+
 def _vocabulary(name: str) -> Target | None:
     """The short forms and their full paths."""
     for head, prefix in (("results.metrics_failure_inclusive.", ("results", "metrics_failure_inclusive")),
@@ -71,6 +78,10 @@ def _vocabulary(name: str) -> Target | None:
             return _metric(name, prefix, name[len(head):])
     if found := _metric(name, ("results", "metrics"), name):
         return found
+    for head, tail in _ACCURACY_NAMES.items():
+        accuracy_set = name[len(head):]
+        if name.startswith(head) and accuracy_set and "." not in accuracy_set:
+            return Target(name, "fraction", ("results", "accuracy", accuracy_set, *tail))
     for heads, names, path, absent in ((("outcomes.", "results.outcomes."), OUTCOME_CLASSES, ("results", "outcomes"),
                                         0),
                                        (("counts.", "validity.counts."), COUNT_NAMES, ("validity", "counts"), None)):
@@ -160,5 +171,6 @@ def resolve(name: str) -> Target:
     raise GateError(
         f"unknown gate name {name!r}: {hint}use <metric id>.<stat> (stats: {', '.join(STATS)}), "
         "failure_inclusive.<metric id>.<stat>, error_rate, verdict, canaries, slo, outcomes.<class> "
+        "accuracy.<set>, accuracy_alone.<set>, accuracy_drop.<set>, "
         f"({', '.join(OUTCOME_CLASSES)}), counts.<name>, or a path into passport.json such as "
         "validity.counts.schema_failures")

@@ -49,6 +49,8 @@ if TYPE_CHECKING:
     )
     from passport.model._schema import SCHEMA_PATH, generate_schema, render_schema
     from passport.model._spec import (
+        AccuracySetSpec,
+        AccuracySpec,
         CostSpec,
         DecodingSpec,
         EndpointSpec,
@@ -100,6 +102,8 @@ __all__ = [
     "TimeoutSpec",
     "Validity",
     "ValiditySpec",
+    "AccuracySpec",
+    "AccuracySetSpec",
     "Verdict",
     "WorkloadInfo",
     "generate_schema",
@@ -133,7 +137,7 @@ _HOME = {name: module for module, names in {
     ),
     "passport.model._spec": (
         "CostSpec", "DecodingSpec", "EndpointSpec", "EngineSpec", "RunSpec", "SweepSpec", "TimeoutSpec",
-        "ValiditySpec", "load_spec", "parse_spec", "with_overrides",
+        "ValiditySpec", "AccuracySpec", "AccuracySetSpec", "load_spec", "parse_spec", "with_overrides",
     ),
 }.items() for name in names}
 

@@ -144,6 +144,9 @@ class CampaignSpec(_Strict):
     min_difference: float = Field(0.05, ge=0, lt=1, description="The smallest difference worth a decision, as a "
                                                                  "share of the better arm's objective: a smaller one, "
                                                                  "however certain, is a tie.")
+    min_accuracy: float | None = Field(
+        None, ge=0, le=1, description="An arm whose accuracy under load (any set of run.accuracy) is below this is "
+                                      "held from the ranking, as one whose accuracy_drop rule warned always is.")
     run: dict[str, Any] = Field(description="The run spec every arm gets (no engine, no endpoint.base_url).")
     arms: list[ArmSpec] = Field(min_length=1, max_length=64)
 

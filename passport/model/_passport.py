@@ -184,6 +184,9 @@ class Protocol(_Model):
                           "calibration's figures; null: one process.")
     canary_suite: dict[str, Any] | None = Field(None, description="The suite run before timing: name, version, "
                                                                   "sha256, case ids and versions.")
+    accuracy_sets: dict[str, Any] | None = Field(
+        None, description="The accuracy sets scored (spec accuracy): each one's source, item count, scorers and "
+                          "sha256, whether items ran alone, and the share under load.")
 
 
 class Validity(_Model):

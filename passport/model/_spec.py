@@ -26,7 +26,8 @@ from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
 from workloads import WorkloadSpec, in_cache, load_yaml
 
-__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec", "TimeoutSpec", "LimitsSpec",
+__all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec",
+           "AccuracySpec", "AccuracySetSpec", "TimeoutSpec", "LimitsSpec",
            "SweepSpec", "CostSpec",
            "load_spec", "parse_spec"]
 
@@ -151,6 +152,54 @@ class ValiditySpec(_Strict):
                                "(closed loop), the schedule's mean gap or TTFT p50 (open loop), TTFT p50 (loop lag).")
     lag_floor_ms: float = Field(0.25, ge=0, description="A lag at or below this never fails.")
     lag_ceiling_ms: float = Field(250.0, gt=0, description="A lag above this always fails.")
+
+
+class AccuracySetSpec(_Strict):
+    """One accuracy set: a bundled one (generated from `seed`: arithmetic, choice, extraction,
+    recall) or a JSONL file (gsm8k, mmlu or generic layout); see docs/concepts/accuracy.md."""
+
+    set: str = Field(description="A bundled set's name, or the path of a JSONL file.")
+    name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",
+                             description="Its name in the passport (default: the set's name or the file's stem).")
+    format: Literal["auto", "gsm8k", "mmlu", "generic"] = Field(
+        "auto", description="A file's layout; auto reads it from the first line's keys.")
+    items: int | None = Field(None, ge=1, le=100_000, description="How many items: a bundled set generates this many "
+                                                                  "(default 50); a file's are drawn (seeded) from it "
+                                                                  "(default all).")
+    difficulty: int = Field(1, ge=1, le=3, description="A bundled set's difficulty, 1 to 3.")
+    seed: int = Field(0, description="Seeds the generated items and a file's draw.")
+    max_tokens: int | None = Field(None, ge=1, description="Each answer's budget (default: the set's own).")
+
+
+class AccuracySpec(_Strict):
+    """Accuracy sets scored alone (one item at a time, before timing) and under load (items sent
+    beside the timed load at a share of its completions), compared item by item."""
+
+    sets: list[AccuracySetSpec] = Field(min_length=1, description="The sets; a bare name is a bundled set.")
+    alone: bool = Field(True, description="Score every item alone, one at a time, before timing.")
+    share: float = Field(0.05, ge=0, le=0.5, description="Under load: one item beside the load per 1/share timed "
+                                                          "completions, at seeded positions (0: none).")
+    max_drop: float = Field(0.02, ge=0, le=1, description="A drop under load larger than this, beyond chance, is "
+                                                          "judged by rule accuracy_drop.")
+    alpha: float = Field(0.05, gt=0, lt=1, description="The sign test's level: a drop with p below it is beyond "
+                                                       "chance.")
+    on_drop: Literal["warn", "fail"] = Field("warn", description="What rule accuracy_drop says of a significant "
+                                                                 "drop: WARN, or FAIL (INVALID).")
+
+    @field_validator("sets", mode="before")
+    @classmethod
+    def _bare_names(cls, value: Any) -> Any:
+        if isinstance(value, list):
+            return [{"set": v} if isinstance(v, str) else v for v in value]
+        return value
+
+    @model_validator(mode="after")
+    def _names_unique(self) -> Self:
+        names = [s.name or Path(s.set).stem for s in self.sets]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"accuracy set names repeat: {', '.join(twice)} (give each a name:)")
+        return self
 
 
 class TelemetrySpec(_Strict):
@@ -325,6 +374,8 @@ class RunSpec(_Strict):
                                                  "says so).")
     canary_share: float = Field(0.0, ge=0, le=0.5, description="During the timed run, one canary case after every "
                                                                "1/share completed requests (0: none).")
+    accuracy: AccuracySpec | None = Field(
+        None, description="Accuracy sets scored alone and under load, with the drop judged (rule accuracy_drop).")
     slo: dict[str, str | float] = Field(
         default_factory=dict, description="<metric id>.<stat>: bound, e.g. ttft.any.p99: 2s (see passport.audit).")
     discard: list[str] = Field(

@@ -58,9 +58,9 @@ def campaign_lines(data: dict[str, Any]) -> list[str]:
     counts = data["counts"]
     lines = [answer_line(data), *data["advice"]]
     lines.append(f"{counts['total']} arm(s) x {data['repetitions']} round(s): {counts['ranked']} ranked, "
-                 f"{counts['held']} held by canaries, {counts['failed']} failed, {counts['does_not_fit']} did not "
-                 f"fit, {counts['incomplete']} incomplete, {counts['invalid']} invalid, {counts['not_comparable']} "
-                 "not comparable")
+                 f"{counts['held']} held, {counts['failed']} failed, {counts['does_not_fit']} did not fit, "
+                 f"{counts['incomplete']} incomplete, {counts['invalid']} invalid, {counts['not_comparable']} not "
+                 "comparable")
     for row in data["arms"]:
         if row["status"] != "ranked":
             lines.append(f"{row['name']}: {row['status'].replace('_', ' ')}: {row['reason']}")
@@ -83,6 +83,29 @@ def _row_cells(row: dict[str, Any]) -> list[str]:
         "—" if row["peak_memory_bytes"] is None else f"{row['peak_memory_bytes'] / 2**20:,.0f}",
         num(cost.get("usd_per_million_tokens"), 4), num(cost.get("usd_per_million_tokens_at_goodput"), 4),
     ]
+
+
+def _accuracy_blocks(data: dict[str, Any]) -> list[Block]:
+    """Speed against accuracy: each arm's objective and rate beside every set's accuracy alone and
+    under load (means over its repetitions); empty when no arm scored accuracy."""
+    rows = [r for r in data["arms"] if r.get("accuracy")]
+    if not rows:
+        return []
+    names = list(dict.fromkeys(n for r in rows for n in r["accuracy"]))
+
+    def cell(a: dict[str, float | None] | None) -> str:
+        if a is None:
+            return "—"
+        return f"{num(a['alone'], 3)} / {num(a['under_load'], 3)} (drop {num(a['drop'], 3)})"
+
+    return [Heading("Speed against accuracy"),
+            Para("Each set's accuracy alone / under load, and the drop over the items answered both ways (means over "
+                 "the arm's repetitions). An arm whose accuracy_drop rule warned, or below the campaign's "
+                 "min_accuracy, is held from the ranking."),
+            Table(["arm", "status", data["objective"], "req/s", *(f"`{n}`" for n in names)],
+                  [[f"`{r['name']}`", r["status"].replace("_", " "), num(r["objective"], 4),
+                    num(r["throughput"].get("requests_per_s"), 3), *(cell(r["accuracy"].get(n)) for n in names)]
+                   for r in rows])]
 
 
 def campaign_blocks(data: dict[str, Any]) -> list[Block]:
@@ -117,6 +140,7 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
                            "—" if c["p"] is None else f"{c['p']:.3g}",
                            "—" if c["p_holm"] is None else f"{c['p_holm']:.3g}",
                            "yes" if c["separated"] else "no", c["why"]] for c in data["comparisons"]])]
+    blocks += _accuracy_blocks(data)
     unranked = [f"`{r['name']}` ({r['status'].replace('_', ' ')}): {r['reason']}" for r in rows
                 if r["status"] != "ranked"]
     if unranked:

@@ -29,6 +29,10 @@ def _row(m: MetricComparison) -> list[str]:
             f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
 
 
+def _share(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
 def comparison_blocks(c: Comparison) -> list[Block]:
     """The comparison report: result, invariants side by side, per-run tables, caveats, CDFs."""
     blocks: list[Block] = [Verdict("COMPARABLE" if c.comparable else "NOT COMPARABLE",
@@ -45,12 +49,22 @@ def comparison_blocks(c: Comparison) -> list[Block]:
         blocks += [Heading("Fields that differ"),
                    Table(["field"] + [r.name for r in c.runs],
                          [[f"`{name}`"] + [f"`{v}`" for v in seen] for name, seen in c.fields.items()])]
-    for other, metrics in zip(c.runs[1:], c.metrics):
+    for k, (other, metrics) in enumerate(zip(c.runs[1:], c.metrics)):
         blocks += [Heading(f"{other.name} against {c.runs[0].name}"),
                    Para("Difference: other minus first, with its interval and two-sided p-value. "
                         + method_line(c)),
                    Table(["metric", "first", "other", "difference", "interval (Holm level)", "Holm p", "verdict"],
                          [_row(m) for m in metrics])]
+        accuracy = c.accuracy[k] if k < len(c.accuracy) else []
+        if accuracy:
+            blocks += [Para(f"Accuracy, item by item: each item's first answer (under load where both runs have "
+                            f"one) paired across the runs; exact two-sided sign test, Bonferroni over "
+                            f"{len(accuracy)} sets at {c.alpha:g}."),
+                       Table(["set", "phase", "items", "first", "other", "worse", "better", "p", "verdict"],
+                             [[f"`{a.set}`", a.phase or "—", str(a.n_pairs), _share(a.base), _share(a.other),
+                               str(a.worse), str(a.better), "—" if a.p is None else f"{a.p:.3g}",
+                               f"**{a.verdict}**" if a.verdict in ("higher", "lower") else a.verdict]
+                              for a in accuracy])]
     blocks += [Heading("Caveats"), Bullets(c.caveats, kind="caveats") if c.caveats else Para("None.")]
     series = {}
     for run in c.runs:

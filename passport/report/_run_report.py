@@ -18,6 +18,8 @@ import numpy as np
 from passport.audit import (
     RAW_FILES,
     REPORT_FILES,
+    AccuracyFigures,
+    AccuracyPhaseFigures,
     Distribution,
     HeadroomFigures,
     PacerFigures,
@@ -39,7 +41,7 @@ from passport.report._doc import (
     render_reports,
 )
 
-__all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "cost_lines",
+__all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", "cost_lines", "accuracy_lines",
            "caveats", "num", "HEADLINE_METRICS",
            "ms"]
 
@@ -83,6 +85,7 @@ def headline_lines(p: Passport) -> list[str]:
         lines.append(f"throughput {num(out['mean'])} output tok/s, {num(req['mean'] if req else None, 3)} req/s")
     lines += slo_lines(p)
     lines += cost_lines(p)[:1]
+    lines += accuracy_lines(p)
     for rule in p.validity.rules:
         if rule["status"] in ("FAIL", "WARN"):
             lines.append(f"{rule['status']}: {rule['name']}: {rule['message']}")
@@ -125,6 +128,30 @@ def cost_lines(p: Passport) -> list[str]:
                  f"{cost['output_tokens']:,} output tokens served) cost USD {cost['usd_for_window']:.4g}; each "
                  "figure divides that by one class of tokens, so they do not add up")
     return lines
+
+
+def _share_cell(phase: AccuracyPhaseFigures | None) -> str:
+    if phase is None:
+        return "—"
+    if phase["accuracy"] is None:
+        return f"no answer ({phase['failed']} failed)"
+    interval = f"95 % {phase['ci_low']:.2f}..{phase['ci_high']:.2f}"
+    return (f"{phase['accuracy']:.3f} ({phase['correct']}/{phase['n']}; {interval})"
+            + (f", {phase['failed']} failed" if phase["failed"] else ""))
+
+
+def _drop_cell(sets: AccuracyFigures) -> str:
+    d = sets["paired"]
+    if d is None:
+        return "—"
+    return (f"{d['drop']:+.3f} (95 % {d['drop_low']:+.2f}..{d['drop_high']:+.2f}; {d['worse']} worse, {d['better']} "
+            f"better of {d['n_pairs']}; p {d['p_value']:.2g})")
+
+
+def accuracy_lines(p: Passport) -> list[str]:
+    """Each accuracy set alone and under load with the drop; empty without `accuracy:`."""
+    return [f"accuracy {name}: alone {_share_cell(a['alone'])}, under load {_share_cell(a['under_load'])}, "
+            f"drop {_drop_cell(a)}" for name, a in (p.results.get("accuracy") or {}).items()]
 
 
 def caveats(p: Passport) -> list[str]:
@@ -300,6 +327,15 @@ def _traffic_blocks(p: Passport) -> list[Block]:
                    Table(["turn", "n", "context p50 (tokens)", "context max"],
                          [[t, str(v["n"]), f"{v['p50']:g}", f"{v['max']:g}"]
                           for t, v in s["context_tokens_by_turn"].items()])]
+    accuracy = r.get("accuracy")
+    if accuracy:
+        blocks += [Heading("Accuracy alone and under load"),
+                   Table(["set", "scorer", "alone", "under load", "drop (alone - under load)"],
+                         [[f"`{k}`", v["scorer"], _share_cell(v["alone"]), _share_cell(v["under_load"]), _drop_cell(v)]
+                          for k, v in accuracy.items()]),
+                   Para("Every answer, both ways, is in accuracy.parquet; `passport verify` scores each again. The "
+                        "drop pairs the items answered both ways (an item's first answer under load); p is the "
+                        "exact one-sided sign test on the items that changed.")]
     if checks:
         blocks += [Heading("Answer checks"),
                    Table(["check", "requests", "checked", "passed", "results"],

@@ -36,6 +36,7 @@ from passport.model import (
     WorkloadInfo,
 )
 from passport.report import run_report_blocks, write_reports
+from passport.run._accuracy import sets_protocol
 from passport.run._plan import salt_of, shape_counts
 from passport.run._stages import Identified, Opened, Planned, Prepared, in_stage
 
@@ -98,6 +99,7 @@ def draft_passport(run: Opened, found: Identified, planned: Planned, prepared: P
             "suite": suite.suite, "version": suite.version, "sha256": suite.sha256, "source": suite.source,
             "cases": [{"id": c.id, "version": c.version, "kind": c.kind, "sha256": c.sha256} for c in suite.cases],
             "share_under_load": spec.canary_share},
+        accuracy_sets=None if spec.accuracy is None else sets_protocol(list(run.accuracy_sets), spec.accuracy),
     )
     return PassportDraft(run_id=run.run_id, name=spec.name, identity=dict(sorted(found.identity.items())),
                          protocol=protocol, forced=run.force, launched_engine=launched_engine)

@@ -105,7 +105,8 @@ def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, fit: Fit | N
     raw = arm_raw_spec(campaign, arm)
     if campaign.mode == "run":
         result = execute(spec, raw, [], folder / "arms", progress=progress, status=say, shared_engine=launcher)
-        row = summarize_arm(arm, str(result.folder.relative_to(folder)), result.passport, fit, campaign.objective)
+        row = summarize_arm(arm, str(result.folder.relative_to(folder)), result.passport, fit, campaign.objective,
+                          campaign.min_accuracy)
         if result.interrupts or (result.passport.validity.incomplete_reason or "").startswith("interrupted"):
             raise _Interrupted(row)
         return row
@@ -117,7 +118,8 @@ def _timed_arm(campaign: CampaignSpec, arm: ArmSpec, spec: RunSpec, fit: Fit | N
             return failed_arm(arm, "failed", f"the sweep ran no level ({sweep.stop_reason})", fit)
         chosen = sweep.levels[0]
     level_dir = sweep.folder / "levels" / chosen.run
-    row = summarize_arm(arm, str(level_dir.relative_to(folder)), read_passport(level_dir), fit, campaign.objective)
+    row = summarize_arm(arm, str(level_dir.relative_to(folder)), read_passport(level_dir), fit, campaign.objective,
+                          campaign.min_accuracy)
     return judged_at_knee(row, json.loads((sweep.folder / SWEEP_FILE).read_text()))
 
 

@@ -8,7 +8,7 @@ length truncations, schema failures, tool failures and completed-but-wrong answe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -18,6 +18,7 @@ from harness import Api, HttpClient, ProgressSink
 from passport._errors import SpecError
 from passport.audit import CANARIES_FILE, CanaryFigures, canary_figures
 from passport.run._endpoint import Access
+from passport.run._sampler import LoadSampler, every_nth
 
 __all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
 
@@ -58,39 +59,19 @@ def canary_info(suite: Suite, results: list[CaseResult], forced: bool, folder: P
                           share if under_load is not None else None)
 
 
-class UnderLoad:
+class UnderLoad(LoadSampler):
     """Canaries sampled during the timed run: after every 1/share completed timed requests, the
-    next case of the suite (cyclically) is sent on a connection of its own, so an engine whose
-    answers degrade under load is caught. Verdicts are kept apart from the pre-timing gate
-    (phase "under_load" in canaries.parquet). `sink` wraps the run's progress sink to count
-    completions; `run` goes until `stop` is set."""
+    next case of the suite (cyclically) is sent on a connection of its own, one at a time, so an
+    engine whose answers degrade under load is caught. Verdicts are kept apart from the
+    pre-timing gate (phase "under_load" in canaries.parquet)."""
 
     def __init__(self, suite: Suite, client: HttpClient, model: str, api: Api, t0_ns: int, share: float,
                  inner: ProgressSink | None, engine: str | None = None) -> None:
-        self.suite, self.client, self.model, self.api, self.t0_ns = suite, client, model, api, t0_ns
-        self.engine = engine
-        self.every = max(1, round(1.0 / share))
-        self.inner = inner
-        self.done = 0
+        super().__init__(client, inner, every_nth(share))
+        self.suite, self.model, self.api, self.t0_ns, self.engine = suite, model, api, t0_ns, engine
         self.results: list[CaseResult] = []
 
-    def update(self, done: int, in_flight: int, errors: int, row: Mapping[str, object]) -> None:
-        self.done = done
-        if self.inner is not None:
-            self.inner.update(done, in_flight, errors, row)
-
-    async def run(self, stop: asyncio.Event) -> None:
-        await self.client.start()
-        try:
-            next_at, i = self.every, 0
-            while not stop.is_set():
-                if self.done < next_at:
-                    await asyncio.sleep(0.02)
-                    continue
-                case = self.suite.cases[i % len(self.suite.cases)]
-                self.results.append(await run_case(self.client, self.suite, case, self.model, self.api, self.t0_ns,
-                                                   "under_load", self.engine))
-                i += 1
-                next_at += self.every
-        finally:
-            await self.client.aclose()
+    async def send(self, k: int) -> None:
+        case = self.suite.cases[k % len(self.suite.cases)]
+        self.results.append(await run_case(self.client, self.suite, case, self.model, self.api, self.t0_ns,
+                                           "under_load", self.engine))

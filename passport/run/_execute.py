@@ -17,7 +17,7 @@ import os
 import shutil
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,7 @@ from passport._errors import OutputFolderError
 from passport._optional import require
 from passport.audit import NO_CANARIES, SPEC_FILE, RunState, check_signing_key
 from passport.model import Override, Passport, PassportDraft, RunSpec, TimingEnd, with_overrides
+from passport.run._accuracy import AccuracyUnderLoad, load_declared_sets, run_alone, write_accuracy
 from passport.run._assemble import (
     cycle_note,
     draft_passport,
@@ -112,6 +113,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     the run needs is checked here too, so it cannot fail after the timed phase: the signing key
     (read, or made on a first run) and the optional modules the spec names."""
     suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
+    accuracy_sets = tuple(load_declared_sets(spec.accuracy)) if spec.accuracy is not None else ()
     headers = auth_headers(spec)
     signing = check_signing_key()
     if spec.load.backend == "ray":
@@ -122,7 +124,8 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     started_utc, run_start_ns = utc_now(), time.perf_counter_ns()
     make_run_folder(folder)
     write_spec_as_run(folder, raw_spec, overrides)
-    return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force, signing)
+    return Opened(spec, raw_spec, overrides, folder, run_id, started_utc, run_start_ns, headers, suite, force, signing,
+                  accuracy_sets)
 
 
 def identify(run: Opened, launcher: EngineLauncher | None, say: Say) -> Identified:
@@ -179,6 +182,16 @@ def gate_on_canaries(run: Opened, found: Identified, planned: Planned, say: Say)
     if not proceed:
         say("canaries failed: HOLD, no timed request is sent (--force times the run anyway)")
     return Gate(info, results, proceed)
+
+
+def score_alone(run: Opened, found: Identified, planned: Planned, gate: Gate, say: Say) -> Gate:
+    """Every accuracy item, one at a time, before timing (kept in accuracy.parquet at once, so a
+    run stopped later still has them)."""
+    n_items = sum(len(s.items) for s in run.accuracy_sets)
+    say(f"accuracy: {len(run.accuracy_sets)} sets, {n_items} items, one at a time")
+    rows = run_alone(list(run.accuracy_sets), found.access, found.model_id, run.spec.endpoint.api, planned.t0_ns, say)
+    write_accuracy(run.folder, rows)
+    return replace(gate, accuracy_alone=tuple(rows))
 
 
 @dataclass(frozen=True)
@@ -267,10 +280,20 @@ def time_run(run: Opened, found: Identified, planned: Planned, gate: Gate, ready
     if run.suite is not None and spec.canary_share > 0:
         under_load = UnderLoad(run.suite, found.access.streams(max_idle=1), found.model_id, spec.endpoint.api,
                                planned.t0_ns, spec.canary_share, sink, found.engine)
-    timed = run_timed_phase(TimedInputs(
-        spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
-        run.run_start_ns, found.tokenizer, launcher, sink, under_load, ready.sources,
-        workers=workers, base_url=found.access.base_url))
+    accuracy = None
+    if spec.accuracy is not None and spec.accuracy.share > 0:
+        accuracy = AccuracyUnderLoad(list(run.accuracy_sets), spec.accuracy, found.access.streams(max_idle=4),
+                                     found.model_id, spec.endpoint.api, planned.t0_ns, total, spec.load.seed,
+                                     under_load or sink)
+    samplers = tuple(s for s in (accuracy, under_load) if s is not None)
+    try:
+        timed = run_timed_phase(TimedInputs(
+            spec, ready.client, planned.schedule, ready.pool, planned.entries.tolist(), run.folder, planned.t0_ns,
+            run.run_start_ns, found.tokenizer, launcher, sink, samplers, ready.sources,
+            workers=workers, base_url=found.access.base_url))
+    finally:  # what was answered stays, however the phase ended
+        if accuracy is not None:
+            write_accuracy(run.folder, [*gate.accuracy_alone, *accuracy.rows])
     if under_load is not None and run.suite is not None and gate.results is not None:
         canary_info(run.suite, gate.results, run.force, run.folder, under_load=under_load.results,
                     share=spec.canary_share)
@@ -322,6 +345,9 @@ def execute(
             planned = plan(run, found, say)
         with in_stage("running the canaries", run.folder):
             gate = gate_on_canaries(run, found, planned, say)
+        if gate.proceed and run.spec.accuracy is not None and run.spec.accuracy.alone:
+            with in_stage("scoring accuracy alone", run.folder):
+                gate = score_alone(run, found, planned, gate, say)
         with in_stage("preparing the timed phase", run.folder):
             if not gate.proceed:
                 draft = draft_passport(run, found, planned, _held(run, planned), harness, launcher is not None)

@@ -65,7 +65,7 @@ async def worker_phase(part: Part, client: Transport, share: WorkerShare, folder
 
     runner = new_runner(part, client, requests_w, chunks_w, halt, progress, share)
     beside = Beside(halt, None, [loop.create_task(ClientMonitor(telemetry_w, part.t0_ns).run()),
-                                 loop.create_task(follow_stop())], asyncio.Event(), None)  # no watch, no canaries
+                                 loop.create_task(follow_stop())], asyncio.Event(), [])  # no watch, no samplers
     try:
         with quiet_interpreter():
             await open_connections(client, share.part(part.spec.load.streams))

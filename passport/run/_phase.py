@@ -42,7 +42,7 @@ from harness import (
 )
 from passport._errors import OutputFolderError
 from passport.model import RunSpec
-from passport.run._canaries import UnderLoad
+from passport.run._sampler import LoadSampler
 from passport.run._saturation import SaturationWatch
 from workloads import LoadedTokenizer
 
@@ -84,7 +84,7 @@ class TimedInputs:
     tokenizer: LoadedTokenizer
     launcher: EngineLauncher | None = None
     progress: ProgressSink | None = None
-    under_load: UnderLoad | None = None
+    samplers: tuple[LoadSampler, ...] = ()  # canaries and accuracy items under load, each wrapping the next's sink
     telemetry_sources: list[Any] = field(default_factory=list)
     workers: int = 1  # load.workers resolved (auto: by calibration)
     base_url: str | None = None  # where Ray workers send (load.backend: ray)
@@ -95,8 +95,8 @@ class TimedInputs:
 
     @property
     def sink(self) -> ProgressSink | None:
-        """Where progress goes: through the canaries under load (which add their own), else the bar."""
-        return self.under_load if self.under_load is not None else self.progress
+        """Where progress goes: through the samplers under load (which count it), else the bar."""
+        return self.samplers[0] if self.samplers else self.progress
 
 
 @dataclass(frozen=True)
@@ -283,16 +283,16 @@ class Beside:
     halt: Stopping
     watch: EngineWatch | None
     background: list[asyncio.Task[None]]
-    canaries_done: asyncio.Event
-    under_load: asyncio.Task[None] | None
+    samplers_done: asyncio.Event
+    samplers: list[asyncio.Task[None]]
 
     async def end(self) -> None:
-        """End it all: canaries under load (a case in flight may finish, within 30 s), the
+        """End it all: the samplers under load (a request in flight may finish, within 30 s), the
         background tasks, the engine watch's last look, the signal handlers."""
-        self.canaries_done.set()
-        if self.under_load is not None:
+        self.samplers_done.set()
+        if self.samplers:
             with contextlib.suppress(TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(self.under_load, timeout=30)
+                await asyncio.wait_for(asyncio.gather(*self.samplers), timeout=30)
         for task in self.background:
             task.cancel()
         await asyncio.gather(*self.background, return_exceptions=True)
@@ -315,9 +315,9 @@ def start_beside(inputs: TimedInputs, telemetry: TableWriter, halt: Stopping, cl
     if inputs.launcher is not None:
         watch = EngineWatch(inputs.launcher, telemetry, t0_ns, inputs.run_start_ns, halt)
         background.append(loop.create_task(watch.watch()))
-    canaries_done = asyncio.Event()
-    under_load = loop.create_task(inputs.under_load.run(canaries_done)) if inputs.under_load is not None else None
-    return Beside(halt, watch, background, canaries_done, under_load)
+    samplers_done = asyncio.Event()
+    samplers = [loop.create_task(s.run(samplers_done)) for s in inputs.samplers]
+    return Beside(halt, watch, background, samplers_done, samplers)
 
 
 def record_pacer(client: Transport, telemetry: TableWriter, t0_ns: int) -> None:

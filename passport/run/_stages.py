@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from canaries import CaseResult, Suite
+from canaries import AccuracySet, CaseResult, Suite
 from harness import ProgressSink, RepetitionResult, Schedule
 from passport._errors import PassportError, StageFailure
 from passport.audit import CanaryFigures
@@ -45,6 +45,7 @@ class Opened:
     suite: Suite | None
     force: bool
     signing: str = ""  # which key will sign the passport, as a sentence (said before anything is sent)
+    accuracy_sets: tuple[AccuracySet, ...] = ()  # the spec's accuracy sets, materialized before anything is sent
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,7 @@ class Gate:
     info: CanaryFigures
     results: list[CaseResult] | None
     proceed: bool
+    accuracy_alone: tuple[dict[str, Any], ...] = ()  # accuracy.parquet rows of the items scored alone
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from passport.audit._files import RunFiles, RunSource
 
 __all__ = ["EXPORT_TABLES", "export_table"]
 
-EXPORT_TABLES = ("requests", "chunks", "telemetry", "schedule", "canaries")
+EXPORT_TABLES = ("requests", "chunks", "telemetry", "schedule", "canaries", "accuracy")
 _BATCH_ROWS = 4096
 
 

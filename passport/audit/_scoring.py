@@ -1,5 +1,5 @@
 """Scorers of accuracy items: from an answer's text and the item's reference to right or wrong,
-with what was extracted, by a rule stated here (and in docs/concepts/accuracy.md).
+with what was extracted, by a rule stated here (and in docs/release/accuracy.md).
 
 The run scores each answer with `score` and keeps the answer, the reference and the verdict in
 accuracy.parquet; `passport verify` scores every answer again with the same function, so a

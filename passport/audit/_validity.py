@@ -128,7 +128,8 @@ def _canaries(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Val
 def _accuracy_drop(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
                    lim: ValidityLimits) -> list[RuleFigures]:
     """A set whose accuracy fell under load by more than `max_drop`, beyond the chance of load
-    changing nothing (sign test p < `alpha`): WARN, or FAIL with `on_drop: fail`."""
+    changing nothing (its sign test's p under `alpha`, Holm-corrected over the sets judged, so
+    four sets are not four chances of a false alarm): WARN, or FAIL with `on_drop: fail`."""
     declared, sets = f.accuracy, r.get("accuracy") or {}
     if declared is None:
         return []
@@ -137,6 +138,7 @@ def _accuracy_drop(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
     if not paired:
         why = ("no item was answered both alone and under load" if sets else "no accuracy item was answered")
         return [_note("accuracy_drop", "SKIP", f"{why}: accuracy.alone and accuracy.share say what was declared")]
+    beyond = _holm_rejected({name: p["p_value"] for name, p in paired.items()}, alpha)
     words, dropped = [], []
     for name, p in paired.items():
         both = sets[name]
@@ -144,21 +146,33 @@ def _accuracy_drop(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
         line = (f"{name}: {_share(alone)} alone, {_share(loaded)} under load over {p['n_pairs']} paired items, "
                 f"drop {p['drop']:+.3f} (95 % {p['drop_low']:+.3f}..{p['drop_high']:+.3f}; {p['worse']} worse, "
                 f"{p['better']} better; sign test p {p['p_value']:.2g})")
-        if p["drop"] > max_drop and p["p_value"] < alpha:
+        if p["drop"] > max_drop and name in beyond:
             dropped.append(name)
             shown = p["changed"][:_SHOWN_ITEMS]
             line += (f": right alone, wrong under load: {', '.join(shown)}"
                      + (f" and {p['worse'] - len(shown)} more" if p["worse"] > len(shown) else ""))
         words.append(line)
     message = "; ".join(words)
+    threshold = f"drop <= {max_drop:g} or p >= {alpha:g} (Holm over {len(paired)} sets)"
     if not dropped:
-        return [_rule("accuracy_drop", True, 0, f"drop <= {max_drop:g} or p >= {alpha:g}",
+        return [_rule("accuracy_drop", True, 0, threshold,
                       f"no set lost accuracy under load beyond chance: {message}", "")]
-    return [_rule("accuracy_drop", False, len(dropped), f"drop <= {max_drop:g} or p >= {alpha:g}",
+    return [_rule("accuracy_drop", False, len(dropped), threshold,
                   f"{len(dropped)} of {len(paired)} sets answered worse under load: {message}",
                   "the engine answers differently when loaded (batching, preemption, KV-cache or speculative "
                   "settings): accuracy.parquet has both answers of every item",
                   soft=declared.get("on_drop", "warn") != "fail")]
+
+
+def _holm_rejected(p_values: dict[str, float], alpha: float) -> set[str]:
+    """The names whose p Holm's step-down procedure rejects at family-wise level `alpha`."""
+    rejected: set[str] = set()
+    ordered = sorted(p_values.items(), key=lambda item: item[1])
+    for rank, (name, p) in enumerate(ordered):
+        if p >= alpha / (len(ordered) - rank):
+            break
+        rejected.add(name)
+    return rejected
 
 
 _SHOWN_ITEMS = 5  # items named in the rule's message (results.accuracy.*.paired.changed has 20)
@@ -596,7 +610,8 @@ RULE_DOCS: dict[str, RuleDoc] = {
     "canaries_under_load": RuleDoc(1, "the canary cases sampled inside the timed phase passed", "0 failed",
                                    "FAIL"),
     "accuracy_drop": RuleDoc(10, "each accuracy set answered as well under load as alone: the drop over items "
-                                 "answered both ways, with the exact sign test on the items that changed",
+                                 "answered both ways, with the exact sign test on the items that changed (Holm over "
+                                 "the sets)",
                              "accuracy.max_drop and accuracy.alpha", "WARN (FAIL with accuracy.on_drop: fail)"),
     "model_listed": RuleDoc(5, "the server's /v1/models lists the model the run asked for", "listed", "WARN"),
     "min_completed_requests": RuleDoc(1, "enough measured requests succeeded", "validity.min_completed_requests",

@@ -12,7 +12,8 @@ from passport.cli._shared import add_trust_options, trust_of
 
 __all__ = ["add", "main"]
 
-_TABLES = ("requests", "chunks", "telemetry", "schedule", "canaries")  # passport.audit.EXPORT_TABLES, unimported
+# passport.audit.EXPORT_TABLES, unimported
+_TABLES = ("requests", "chunks", "telemetry", "schedule", "canaries", "accuracy")
 
 
 def add(sub: Any, epilog: str) -> None:

@@ -156,7 +156,7 @@ class ValiditySpec(_Strict):
 
 class AccuracySetSpec(_Strict):
     """One accuracy set: a bundled one (generated from `seed`: arithmetic, choice, extraction,
-    recall) or a JSONL file (gsm8k, mmlu or generic layout); see docs/concepts/accuracy.md."""
+    recall) or a JSONL file (gsm8k, mmlu or generic layout); see docs/release/accuracy.md."""
 
     set: str = Field(description="A bundled set's name, or the path of a JSONL file.")
     name: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$",

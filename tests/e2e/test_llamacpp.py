@@ -407,3 +407,29 @@ def test_the_demo_beside_a_cpu_hog_warns_with_the_distortion_instead_of_failing(
         assert rules[name]["status"] in ("PASS", "WARN"), rules[name]
         assert "% of " in rules[name]["message"] and "fails above" in rules[name]["message"], rules[name]
     assert passport["verdict"] == "VALID" and result.returncode == 0, result.stdout
+
+
+def test_accuracy_alone_and_under_four_users_on_the_real_engine(
+    gguf_path: Path, write_spec: Callable[[dict[str, object]], Path], tmp_path: Path
+) -> None:
+    """The bundled extraction and recall sets, alone and beside four concurrent users on four slots:
+    Gemma 3 270M extracts JSON fields well alone (20 of 20 measured), load does not change its
+    greedy answers beyond chance, and every answer is re-scored by verify."""
+    spec = _spec(gguf_path, "completions")
+    spec.update(name="e2e-accuracy", engine={"launch": LAUNCH.replace("-np 2", "-np 4"), "model_path": str(gguf_path)},
+                load={"pattern": "closed", "concurrency": 4, "measure": {"requests": 60}},
+                accuracy={"sets": [{"set": "extraction", "items": 12}, {"set": "recall", "items": 12}], "share": 0.3})
+    result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    run = only_run_dir(tmp_path / "out")
+    passport = json.loads((run / "passport.json").read_text())
+    extraction = passport["results"]["accuracy"]["extraction"]
+    assert extraction["alone"]["n"] == 12 and extraction["alone"]["accuracy"] >= 0.8
+    assert extraction["under_load"]["n"] >= 4 and extraction["paired"]["n_pairs"] >= 4
+    rule = next(r for r in passport["validity"]["rules"] if r["name"] == "accuracy_drop")
+    assert rule["status"] == "PASS", rule["message"]
+    rows = pq.read_table(run / "accuracy.parquet").to_pylist()
+    loaded = [r for r in rows if r["phase"] == "under_load"]
+    assert loaded and max(r["in_flight"] for r in loaded) >= 3  # they met the four users
+    assert all(r["completion_tokens"] is not None for r in rows if r["outcome"] == "ok")
+    assert run_cli("verify", str(run)).stdout.startswith("verified")

@@ -78,6 +78,8 @@ def test_answers_garbled_under_load_are_caught_and_every_judgment_sees_it(
     assert "accuracy arithmetic: alone 1.000" in result.stdout
     verified = run_cli("verify", str(folder))
     assert verified.returncode == 0, verified.stdout + verified.stderr
+    exported = run_cli("export", str(folder), "--table", "accuracy", "--format", "jsonl")
+    assert exported.returncode == 0 and len(exported.stdout.splitlines()) == len(table)
     gate = run_cli("gate", str(folder), "--require", "accuracy_alone.arithmetic >= 0.9",
                    "--require", "accuracy.arithmetic >= 0.9", "--require", "accuracy_drop.recall <= 0.02")
     assert gate.returncode == 1
@@ -127,3 +129,15 @@ def test_compare_calls_a_server_that_garbles_under_load_lower(
     assert len(lines) == 2 and all(line.endswith("lower") for line in lines), compared.stdout
     row = summarize_arm(_arm("g"), ".", read_passport(b), None, "throughput.requests_per_s")
     assert row.status == "held" and row.reason is not None and row.reason.startswith("accuracy under load")
+
+
+def test_a_bad_accuracy_set_is_refused_before_anything_is_sent(tmp_path: Path) -> None:
+    bad = tmp_path / "set.jsonl"
+    bad.write_text('{"question": "2 + 2?", "answer": "4"}\n')  # gsm8k layout without its #### line
+    for value, words in ((f"[{bad}]", f"accuracy set {bad}, line 1: answer has no '#### N' line"),
+                         ("[./missing.jsonl]", "accuracy set file ./missing.jsonl not found")):
+        result = run_cli("run", "--endpoint", "http://127.0.0.1:9/v1", "--num-prompts", "5",
+                         "--set", f"accuracy.sets={value}", "--out", str(tmp_path / "out"))
+        assert result.returncode == 2, result.stderr
+        assert words in result.stderr and "Traceback" not in result.stderr
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -98,6 +98,27 @@ def test_a_a_a_server_as_often_wrong_loaded_as_alone_is_rarely_flagged() -> None
     assert warned / 2000 <= 0.05
 
 
+def _sets(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    return {f"set{k}": figures["s"] for k, figures in enumerate(runs)}
+
+
+def test_a_a_four_sets_are_not_four_chances_of_a_false_alarm() -> None:
+    """1,000 simulated runs of four sets of 25 items each, wrong with chance 0.1 alone and loaded
+    alike (the benchmark's A/A): Holm over the sets keeps the run's false WARN rate under alpha."""
+    rng = random.Random(9)
+    warned = sum(_rule(_sets([_run([0.9] * 25, [0.9] * 25, rng) for _ in range(4)]))["status"] != "PASS"  # type: ignore[index]
+                 for _ in range(1000))
+    assert warned / 1000 <= 0.05
+
+
+def test_holm_keeps_a_clear_drop_among_clean_sets() -> None:
+    rng = random.Random(10)
+    clean = [_run([0.9] * 25, [0.9] * 25, rng) for _ in range(3)]
+    rule = _rule(_sets([*clean, _run([1.0] * 25, [0.3] * 25, rng)]))
+    assert rule is not None and rule["status"] == "WARN" and rule["measured"] == 1
+    assert "Holm over 4 sets" in rule["threshold"]
+
+
 def test_a_real_drop_is_caught_with_the_items_named() -> None:
     rng = random.Random(8)
     caught = sum(_rule(_run([0.95] * 50, [0.75] * 50, rng))["status"] == "WARN"  # type: ignore[index]

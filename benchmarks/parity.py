@@ -24,6 +24,7 @@ it and passport's `itl.token` mean; the truth is 4 gaps x 10 ms / 16 tokens = 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -302,10 +303,12 @@ def itl_token_mean_ms(run: Path) -> float:
     return float(json.loads((run / "passport.json").read_text())["results"]["metrics"]["itl.token"]["mean"]) * 1e3
 
 
-def compare_chunks(rounds: int, root_url: str, model: str, peers: dict[str, str]) -> list[str]:
+def compare_chunks(rounds: int, root_url: str, model: str, peers: dict[str, str],
+                   output_tokens: int = CHUNK_SHAPE.output_tokens) -> list[str]:
     """Rounds of (passport, aiperf, guidellm) in rotating order against the simulator sending four
-    tokens a chunk: each tool's ITL, passport's view of it and passport's itl.token mean."""
-    shape = CHUNK_SHAPE
+    tokens a chunk (answers of `output_tokens`, 1 + 4k): each tool's ITL, passport's view of it and
+    passport's itl.token mean."""
+    shape = dataclasses.replace(CHUNK_SHAPE, output_tokens=output_tokens)
     theirs: dict[str, list[float | None]] = {"aiperf": [], "guidellm": []}
     views: dict[str, list[float | None]] = {"aiperf": [], "guidellm": []}
     token: list[float | None] = []
@@ -353,7 +356,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--target", choices=("sim", "vllm", "both", "chunks"), default="both")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--chunk-tokens", type=int, default=CHUNK_SHAPE.output_tokens,
+                        help="--target chunks: tokens an answer, 1 + 4k (a fixed cost per request weighs less "
+                             "in a longer answer's ITL)")
     args = parser.parse_args()
+    if args.chunk_tokens < 5 or (args.chunk_tokens - 1) % 4:
+        parser.error(f"--chunk-tokens {args.chunk_tokens}: answers are 1 + 4k tokens (5, 9, ..., 17, ..., 65)")
     subprocess.run(["bash", "scripts/setup.sh", "--vllm"], check=True, cwd=REPO, capture_output=True)
     peers = _lines(["bash", "scripts/setup_peers.sh"])
     if args.target in ("sim", "both"):
@@ -367,7 +375,7 @@ def main() -> None:
         argv = [sys.executable, "-m", "harness.simulator", "--port", str(port), "--ttft-ms", str(TTFT_MS),
                 "--itl-ms", str(CHUNK_ITL_MS), "--tokens-per-chunk", "4", "--model", "sim"]
         with _server(argv, f"http://127.0.0.1:{port}/health", 30):
-            print("\n".join(compare_chunks(args.rounds, f"http://127.0.0.1:{port}", "sim", peers)))
+            print("\n".join(compare_chunks(args.rounds, f"http://127.0.0.1:{port}", "sim", peers, args.chunk_tokens)))
     if args.target in ("vllm", "both"):
         port = _free_port()
         launch = yaml.safe_load((REPO / "specs" / "vllm-smoke.yaml").read_text())["engine"]["launch"]

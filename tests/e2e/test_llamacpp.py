@@ -417,15 +417,15 @@ def test_accuracy_alone_and_under_four_users_on_the_real_engine(
     greedy answers beyond chance, and every answer is re-scored by verify."""
     spec = _spec(gguf_path, "completions")
     spec.update(name="e2e-accuracy", engine={"launch": LAUNCH.replace("-np 2", "-np 4"), "model_path": str(gguf_path)},
-                load={"pattern": "closed", "concurrency": 4, "measure": {"requests": 60}},
-                accuracy={"sets": [{"set": "extraction", "items": 12}, {"set": "recall", "items": 12}], "share": 0.3})
+                load={"pattern": "closed", "concurrency": 4, "measure": {"requests": 40}},
+                accuracy={"sets": [{"set": "extraction", "items": 8}, {"set": "recall", "items": 8}], "share": 0.4})
     result = run_cli("run", str(write_spec(spec)), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stdout + result.stderr
     run = only_run_dir(tmp_path / "out")
     passport = json.loads((run / "passport.json").read_text())
     extraction = passport["results"]["accuracy"]["extraction"]
-    assert extraction["alone"]["n"] == 12 and extraction["alone"]["accuracy"] >= 0.8
-    assert extraction["under_load"]["n"] >= 4 and extraction["paired"]["n_pairs"] >= 4
+    assert extraction["alone"]["n"] == 8 and extraction["alone"]["accuracy"] >= 0.75
+    assert extraction["under_load"]["n"] >= 3 and extraction["paired"]["n_pairs"] >= 3
     rule = next(r for r in passport["validity"]["rules"] if r["name"] == "accuracy_drop")
     assert rule["status"] == "PASS", rule["message"]
     rows = pq.read_table(run / "accuracy.parquet").to_pylist()

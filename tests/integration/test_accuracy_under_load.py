@@ -6,6 +6,7 @@ wrong loaded as alone is not flagged (A/A), and two such runs compare as no diff
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -141,3 +142,29 @@ def test_a_bad_accuracy_set_is_refused_before_anything_is_sent(tmp_path: Path) -
         assert result.returncode == 2, result.stderr
         assert words in result.stderr and "Traceback" not in result.stderr
         assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_campaign_holds_the_arm_that_answers_worse_under_load_and_shows_speed_against_accuracy(
+        tmp_path: Path) -> None:
+    script = _script(tmp_path)
+    sim = f"{sys.executable} -m harness.simulator --host {{host}} --port {{port}} --ttft-ms 5 --itl-ms 1 " \
+          f"--script {script}"
+    run = _spec("http://unused", "c")
+    del run["name"], run["endpoint"]
+    run["endpoint"] = {"api": "chat"}
+    spec = {"name": "accuracy-campaign", "objective": "throughput.requests_per_s", "repetitions": 1,
+            "min_accuracy": 0.5, "run": run,
+            "arms": [{"name": "steady", "engine": {"launch": sim}},
+                     {"name": "garbles", "engine": {"launch": f"{sim} --garble-above 4"}}]}
+    path = tmp_path / "campaign.yaml"
+    path.write_text(yaml.safe_dump(spec))
+    result = run_cli("campaign", str(path), "--out", str(tmp_path / "out"), "--quiet")
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = only_run_dir(tmp_path / "out")
+    rows = {r["name"]: r for r in json.loads((folder / "campaign.json").read_text())["arms"]}
+    assert rows["steady"]["status"] == "ranked" and rows["steady"]["accuracy"]["recall"]["under_load"] == 1.0
+    assert rows["garbles"]["status"] == "held" and rows["garbles"]["reason"].startswith("accuracy under load")
+    assert rows["garbles"]["accuracy"]["arithmetic"]["alone"] == 1.0
+    report = (folder / "report.md").read_text()
+    assert "## Speed against accuracy" in report and "1.000 / 1.000 (drop 0.000)" in report
+    assert run_cli("verify", str(folder)).returncode == 0

@@ -70,7 +70,7 @@ def rescore(row: dict[str, Any]) -> bool | None:
                  DEFAULT_TOLERANCE if tolerance is None else float(tolerance)).correct
 
 
-def _phase(rows: list[tuple[dict[str, Any], bool | None]]) -> AccuracyPhaseFigures | None:
+def _phase(rows: Scored) -> AccuracyPhaseFigures | None:
     if not rows:
         return None
     scored = [ok for _, ok in rows if ok is not None]
@@ -81,7 +81,7 @@ def _phase(rows: list[tuple[dict[str, Any], bool | None]]) -> AccuracyPhaseFigur
             "ci_low": low if scored else None, "ci_high": high if scored else None}
 
 
-def _first(rows: list[tuple[dict[str, Any], bool | None]]) -> dict[str, bool]:
+def _first(rows: Scored) -> dict[str, bool]:
     """Each item's first scored answer (by send time), right or not."""
     out: dict[str, bool] = {}
     for row, ok in sorted(rows, key=lambda x: int(x[0]["sent_ns"] or 0)):
@@ -90,20 +90,30 @@ def _first(rows: list[tuple[dict[str, Any], bool | None]]) -> dict[str, bool]:
     return out
 
 
-def first_answers(table: pa.Table | None, phase: str) -> dict[str, tuple[str, dict[str, bool]]]:
-    """By set: (its sha256, each item's first answer in `phase` re-scored, right or not): what
-    `passport compare` pairs across runs."""
-    by_set: dict[str, list[tuple[dict[str, Any], bool | None]]] = {}
-    sha: dict[str, str] = {}
-    for row in ([] if table is None else table.to_pylist()):
-        if row["phase"] == phase:
-            by_set.setdefault(str(row["set"]), []).append((row, rescore(row)))
-            sha[str(row["set"])] = str(row["set_sha256"])
-    return {name: (sha[name], _first(rows)) for name, rows in by_set.items()}
+Scored = list[tuple[dict[str, Any], bool | None]]  # rows with their answers re-scored (None: no answer)
 
 
-def _paired(alone: list[tuple[dict[str, Any], bool | None]],
-            loaded: list[tuple[dict[str, Any], bool | None]]) -> AccuracyDropFigures | None:
+def _scored_by_set(table: pa.Table) -> dict[str, Scored]:
+    """Every row of accuracy.parquet, re-scored, grouped by set (sets in name order)."""
+    by_set: dict[str, Scored] = {}
+    for row in table.to_pylist():
+        by_set.setdefault(str(row["set"]), []).append((row, rescore(row)))
+    return dict(sorted(by_set.items()))
+
+
+def first_answers(table: pa.Table | None) -> dict[str, dict[str, tuple[str, dict[str, bool]]]]:
+    """By phase (alone, under_load), then by set: (its sha256, each item's first answer in that
+    phase re-scored, right or not): what `passport compare` pairs across runs."""
+    out: dict[str, dict[str, tuple[str, dict[str, bool]]]] = {"alone": {}, "under_load": {}}
+    for name, rows in ({} if table is None else _scored_by_set(table)).items():
+        for phase, found in out.items():
+            mine = [x for x in rows if x[0]["phase"] == phase]
+            if mine:
+                found[name] = (str(mine[0][0]["set_sha256"]), _first(mine))
+    return out
+
+
+def _paired(alone: Scored, loaded: Scored) -> AccuracyDropFigures | None:
     first_alone, first_loaded = _first(alone), _first(loaded)
     items = [i for i in first_alone if i in first_loaded]
     if not items:
@@ -127,21 +137,14 @@ def accuracy_figures(table: pa.Table | None) -> dict[str, AccuracyFigures] | Non
     """`results.accuracy` by set, from accuracy.parquet (None: the run declared no accuracy)."""
     if table is None:
         return None
-    by_set: dict[str, list[tuple[dict[str, Any], bool | None]]] = {}
-    differ: dict[str, int] = {}
-    for row in table.to_pylist():
-        ok = rescore(row)
-        name = str(row["set"])
-        by_set.setdefault(name, []).append((row, ok))
-        stored = row["correct"]
-        differ[name] = differ.get(name, 0) + int(stored is not None and ok is not None and bool(stored) != ok)
     out: dict[str, AccuracyFigures] = {}
-    for name, rows in sorted(by_set.items()):
+    for name, rows in _scored_by_set(table).items():
         alone = [x for x in rows if x[0]["phase"] == "alone"]
         loaded = [x for x in rows if x[0]["phase"] == "under_load"]
         first = rows[0][0]
         out[name] = {"scorer": ", ".join(sorted({str(r["scorer"]) for r, _ in rows})),
                      "set_sha256": str(first["set_sha256"]), "n_items": len({str(r["item_id"]) for r, _ in rows}),
                      "alone": _phase(alone), "under_load": _phase(loaded), "paired": _paired(alone, loaded),
-                     "rescored_differ": differ[name]}
+                     "rescored_differ": sum(r["correct"] is not None and ok is not None and bool(r["correct"]) != ok
+                                            for r, ok in rows)}
     return out

@@ -8,7 +8,7 @@ answer different questions). A verdict names a difference only when it is signif
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pyarrow as pa
 
@@ -40,14 +40,15 @@ def _two_sided(worse: int, better: int) -> float:
 
 def compare_accuracy(base: pa.Table | None, other: pa.Table | None, alpha: float) -> list[AccuracyComparison]:
     """Every set of `base` (the first run's accuracy.parquet) against `other`'s."""
-    loaded = (first_answers(base, "under_load"), first_answers(other, "under_load"))
-    alone = (first_answers(base, "alone"), first_answers(other, "alone"))
+    runs = (first_answers(base), first_answers(other))
+    loaded = (runs[0]["under_load"], runs[1]["under_load"])
+    alone = (runs[0]["alone"], runs[1]["alone"])
     names = sorted({*loaded[0], *alone[0]})
     out: list[AccuracyComparison] = []
     for name in names:
         phase = "under_load" if name in loaded[0] and name in loaded[1] else "alone"
-        a, b = (loaded if phase == "under_load" else alone)[0].get(name), \
-            (loaded if phase == "under_load" else alone)[1].get(name)
+        first, second = loaded if phase == "under_load" else alone
+        a, b = first.get(name), second.get(name)
         if a is None or b is None:
             out.append(AccuracyComparison(name, None, 0, None, None, 0, 0, None, "not in both runs"))
             continue
@@ -67,7 +68,7 @@ def compare_accuracy(base: pa.Table | None, other: pa.Table | None, alpha: float
         if c.p is not None:
             p = min(1.0, c.p * len(tested))
             verdict = ("no difference" if p >= alpha else "higher" if c.better > c.worse else "lower")
-            out[i] = AccuracyComparison(c.set, c.phase, c.n_pairs, c.base, c.other, c.worse, c.better, p, verdict)
+            out[i] = replace(c, p=p, verdict=verdict)
     return out
 
 

@@ -17,6 +17,7 @@ from passport.judge import (
 )
 from passport.report._doc import Block, Bullets, Heading, Image, Para, Table, Verdict
 from passport.report._plots import CDF_METRICS, latency_cdfs
+from passport.report._run_report import num
 
 __all__ = ["comparison_blocks"]
 
@@ -27,10 +28,6 @@ def _row(m: MetricComparison) -> list[str]:
             fmt(m.metric, None if m.base is None or m.other is None else m.other - m.base),
             format_interval(m), format_p(m.p),
             f"**{m.verdict}**" if m.verdict in ("faster", "slower", "higher", "lower") else m.verdict]
-
-
-def _share(x: float | None) -> str:
-    return "—" if x is None else f"{x:.3f}"
 
 
 def comparison_blocks(c: Comparison) -> list[Block]:
@@ -61,7 +58,7 @@ def comparison_blocks(c: Comparison) -> list[Block]:
                             f"one) paired across the runs; exact two-sided sign test, Bonferroni over "
                             f"{len(accuracy)} sets at {c.alpha:g}."),
                        Table(["set", "phase", "items", "first", "other", "worse", "better", "p", "verdict"],
-                             [[f"`{a.set}`", a.phase or "—", str(a.n_pairs), _share(a.base), _share(a.other),
+                             [[f"`{a.set}`", a.phase or "—", str(a.n_pairs), num(a.base, 3), num(a.other, 3),
                                str(a.worse), str(a.better), "—" if a.p is None else f"{a.p:.3g}",
                                f"**{a.verdict}**" if a.verdict in ("higher", "lower") else a.verdict]
                               for a in accuracy])]

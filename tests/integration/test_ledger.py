@@ -62,7 +62,7 @@ def test_the_tutorials_gates_say_what_happened(tutorial: dict[str, Any]) -> None
     props = {p.get("name"): p.get("value") for p in ttft.iter("property")}
     assert props["verdict"] == "FAIL" and ttft.find("failure") is not None
     base, now = float(props["baseline"] or 0), float(props["current"] or 0)
-    assert 0.019 < base < 0.03 and 0.029 < now < 0.045  # the scripted TTFTs, 20 ms and 30 ms, plus the client
+    assert 0.019 < base < 0.03 and 0.059 < now < 0.08  # the scripted TTFTs, 20 ms and 60 ms, plus the client
     low, high = json.loads(props["interval"] or "[]")
     assert 0.1 < low <= float(props["change"] or 0) <= high
 
@@ -77,7 +77,8 @@ def _history(ledger: Path, tmp_path: Path) -> list[dict[str, Any]]:
 def test_the_history_flags_the_slower_build_and_nothing_else(tutorial: dict[str, Any], tmp_path: Path) -> None:
     points = _history(tutorial["ledger"], tmp_path)
     assert [p["by"] for p in points] == ["v1"] * 4 + ["v2", "v3", "v4"]
-    assert [p["flagged"] for p in points] == [False] * 5 + [True, False]
+    assert [p["flagged"] for p in points] == [False] * 5 + [True, False], [
+        (p["by"], p["value"], p["ci_low"], p["ci_high"]) for p in points]
     assert points[-1]["verdict"] == "HOLD" and points[-1]["value"] is None
     assert "engine.build: v2 -> v3" in points[5]["changes"]
     # the first five could not be judged, and say so: a newcomer's history is not "nothing moved"

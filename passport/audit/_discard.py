@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from passport.audit._declared import Declarations, DiscardRule
-from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column, stat, stat_value
+from passport.audit._metrics import SUCCESS_OUTCOMES, distinct_ints, numeric_column, object_column, stat, stat_value
 from passport.audit._run_data import RunData
 from passport.audit._types import DiscardedFigures, DiscardFigures
 
@@ -128,7 +128,7 @@ def evaluate_discards(decl: Declarations, data: RunData) -> DiscardFigures:
         r.kind in ("engine_exited", "out_of_memory") for r in decl.discard) else set()
     discarded: list[DiscardedFigures] = []
     not_evaluable: dict[str, str] = {}
-    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
+    for r in distinct_ints(rep[measured]):
         for rule in decl.discard:
             outcome = _evaluate(rule, r, data, rep, measured, success, exited, decl.context_tokens_per_sequence)
             if outcome is None:

@@ -97,11 +97,14 @@ class TamperedFileError(UntrustedRunError):
 
 class RunFiles:
     """A run folder's files, read as the module docstring says: unchecked (`listed` None) or each
-    against `listed`, the passport's files table (path in the folder -> sha256)."""
+    against `listed`, the passport's files table (path in the folder -> sha256). Each table is
+    read once per reader (verify's raw-table checks and its re-derivation share them): a reader
+    is for a finished folder, and does not see a table written after it read it."""
 
     def __init__(self, folder: Path | str, listed: Mapping[str, str] | None = None) -> None:
         self.folder = Path(folder)
         self._listed = None if listed is None else dict(listed)
+        self._tables: dict[tuple[str, bool], pa.Table | None] = {}
 
     @classmethod
     def of(cls, source: RunSource) -> RunFiles:
@@ -148,6 +151,12 @@ class RunFiles:
     def table(self, name: str, figures_only: bool = False) -> pa.Table | None:
         """`<name>.parquet`, or the parts of a killed run (`<name>.parts/`), or None if neither;
         with `figures_only`, without the text columns no figure reads (TEXT_COLUMNS)."""
+        key = (name, figures_only)
+        if key not in self._tables:
+            self._tables[key] = self._read_table(name, figures_only)
+        return self._tables[key]
+
+    def _read_table(self, name: str, figures_only: bool) -> pa.Table | None:
         skip = TEXT_COLUMNS.get(name, ()) if figures_only else ()
         whole = f"{name}.parquet"
         if self._listed is None:

@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 from passport.audit._types import StatFigures
 
 __all__ = ["MetricDef", "MetricKind", "METRICS", "PERCENTILES", "stat", "empty_stat", "SUCCESS_OUTCOMES",
-           "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
+           "distinct_ints", "stat_value", "numeric_column", "object_column", "request_latencies", "itl_gaps_by_request",
            "itl_samples_by_request", "tokens_per_chunk", "output_tokens",
            "REQUEST_LATENCY_IDS", "send_lag_ns"]
 
@@ -123,6 +123,11 @@ def numeric_column(table: pa.Table, name: str) -> np.ndarray:
     return np.asarray(pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), dtype=np.float64)
 
 
+def distinct_ints(values: np.ndarray) -> list[int]:
+    """The distinct finite values of a float column, as ascending ints (repetitions, turns)."""
+    return [int(x) for x in np.unique(values[np.isfinite(values)])]
+
+
 def superseded(requests: pa.Table) -> np.ndarray:
     """Rows a retry replaced (`load.on_reject`): every attempt of a retried request but its
     last. A request counts once, by its last attempt; the attempts before it are counted as
@@ -147,22 +152,36 @@ def object_column(table: pa.Table, name: str) -> np.ndarray:
 @functools.lru_cache(maxsize=256)
 def _binomial_ci(n: int, q: float, level: float = 0.95) -> tuple[int, int] | None:
     """0-based ranks (lo, hi) bracketing quantile q with >= `level` coverage, or None. Cached: a
-    run asks it for the same few sample counts many times."""
+    run asks it for the same few sample counts many times. The Binomial(n, q) mass is summed over
+    a window around n*q wide enough that every term left out underflows to 0.0 (log mass below
+    -750), so the ranks are those of the sum over all n + 1 terms, bit for bit, at a fraction of
+    the cost (a full sum at n = 100,000 took 0.6 s of every `passport verify`)."""
     if n < 2:
         return None
-    k = np.arange(n + 1)
-    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
-    logpmf = (
-        (log_factorial[n] - log_factorial - log_factorial[::-1])
-        + k * math.log(q) + (n - k) * math.log1p(-q)
-    )
+    centre, width = n * q, 40.0 * math.sqrt(n * q * (1.0 - q)) + 64.0
+    while True:
+        first, last = max(0, math.floor(centre - width)), min(n, math.ceil(centre + width))
+        logpmf = _binomial_logpmf(n, q, np.arange(first, last + 1))
+        if (first == 0 or logpmf[0] < -750.0) and (last == n or logpmf[-1] < -750.0):
+            break
+        width *= 2.0
     cdf = np.cumsum(np.exp(logpmf))
     alpha = (1.0 - level) / 2.0
-    lo = int(np.searchsorted(cdf, alpha, side="left"))  # P(B < lo+1) >= alpha
-    hi = int(np.searchsorted(cdf, 1.0 - alpha, side="left")) + 1
+    lo = first + int(np.searchsorted(cdf, alpha, side="left"))  # P(B < lo+1) >= alpha
+    above = int(np.searchsorted(cdf, 1.0 - alpha, side="left"))
+    hi = (first + above if above < len(cdf) else n + 1) + 1
     if lo < 1 or hi > n:
         return None
     return lo - 1, hi - 1
+
+
+def _binomial_logpmf(n: int, q: float, k: np.ndarray) -> np.ndarray:
+    """log P(B = k) for B ~ Binomial(n, q), at each of the ranks `k`."""
+    log_n = math.lgamma(n + 1)
+    log_k = np.array([math.lgamma(i + 1) for i in k.tolist()])
+    log_rest = np.array([math.lgamma(n - i + 1) for i in k.tolist()])
+    out: np.ndarray = (log_n - log_k - log_rest) + k * math.log(q) + (n - k) * math.log1p(-q)
+    return out
 
 
 def _percentile(sorted_values: np.ndarray, pct: float) -> float | None:

@@ -32,6 +32,7 @@ from passport.audit._metrics import (
     METRICS,
     REQUEST_LATENCY_IDS,
     SUCCESS_OUTCOMES,
+    distinct_ints,
     empty_stat,
     itl_samples_by_request,
     numeric_column,
@@ -161,7 +162,7 @@ def _window_rates(run: RunData, meets: np.ndarray | None) -> tuple[list[WindowFi
     rates: dict[str, list[float]] = {k: [] for k in rate_ids}
     conc_means: list[float] = []
     conc_max = 0
-    for r in sorted({int(x) for x in rep[measured] if np.isfinite(x)}):
+    for r in distinct_ints(rep[measured]):
         in_rep = rep == r
         m = measured & in_rep & np.isfinite(sent)
         if not m.any():

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from passport.audit._metrics import SUCCESS_OUTCOMES, numeric_column, object_column
+from passport.audit._metrics import SUCCESS_OUTCOMES, distinct_ints, numeric_column, object_column
 from passport.audit._types import (
     CheckFigures,
     Distribution,
@@ -92,7 +92,7 @@ def _sessions(requests: pa.Table, measured: np.ndarray, success: np.ndarray) -> 
     context = _column(requests, "prompt_tokens")[rows]
     context = np.where(np.isfinite(context), context, _column(requests, "context_tokens_client")[rows])
     by_turn: dict[str, TurnContext] = {}
-    for t in sorted({int(x) for x in turn if np.isfinite(x)}):
+    for t in distinct_ints(turn):
         d = _dist(context[(turn == t) & good])
         if d is not None:
             by_turn[str(t)] = {"n": d["n"], "p50": d["p50"], "max": d["max"]}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import cast
 
@@ -22,6 +23,7 @@ from passport.audit import (
     found_cap_full,
     stat,
 )
+from passport.audit._metrics import _binomial_ci
 from passport.model import ValiditySpec
 
 MS = 1_000_000
@@ -132,6 +134,25 @@ def test_stat_percentiles_and_binomial_interval_match_hand_values() -> None:
     assert (s["p50"], s["p90"], s["min"], s["max"]) == (50.5, pytest.approx(90.1), 1.0, 100.0)
     assert s["ci95"]["p50"] == [40.0, 61.0]  # ranks 40 and 61 of 100 (exact binomial)
     assert s["ci95"]["p99"] is None  # too few samples for a 95 % interval of p99
+
+
+def _ranks_over_every_term(n: int, q: float) -> tuple[int, int] | None:
+    """The 95 % order-statistic ranks of quantile q from the Binomial(n, q) mass summed over all
+    n + 1 terms, as the definition states it (scipy-free; math.lgamma for the coefficients)."""
+    k = np.arange(n + 1)
+    log_factorial = np.array([math.lgamma(i + 1) for i in range(n + 1)])
+    cdf = np.cumsum(np.exp(log_factorial[n] - log_factorial - log_factorial[::-1] + k * math.log(q)
+                           + (n - k) * math.log1p(-q)))
+    lo, hi = int(np.searchsorted(cdf, 0.025)), int(np.searchsorted(cdf, 0.975)) + 1
+    return None if lo < 1 or hi > n else (lo - 1, hi - 1)
+
+
+@pytest.mark.parametrize("q", [0.001, 0.25, 0.5, 0.9, 0.95, 0.99, 0.999])
+def test_the_binomial_ranks_summed_near_the_quantile_are_those_of_the_whole_sum(q: float) -> None:
+    """The interval sums the mass over a window only (every term outside it underflows to 0.0):
+    the same ranks as the sum over every term, at sizes from 2 to 100,000."""
+    for n in [*range(2, 260), 997, 4096, 10_007, 100_000]:
+        assert _binomial_ci.__wrapped__(n, q) == _ranks_over_every_term(n, q), (n, q)
 
 
 def test_found_cap_full_counts_requests_due_while_the_cap_was_held() -> None:

@@ -92,6 +92,12 @@ def _input_overhead(requests: pa.Table, effective: dict[str, Any],
     return (int(diff.min()), int(diff.max()), len(diff)) if len(diff) else None
 
 
+def _kept_windows(results: ResultsFigures, discarded: list[int]) -> list[tuple[float, float]]:
+    """The measurement windows (start, end ns) of the repetitions no discard rule removed."""
+    return [(float(w["start_ns"]), float(w["end_ns"])) for w in results["windows"]
+            if w["start_ns"] is not None and w["end_ns"] is not None and w["repetition"] not in discarded]
+
+
 def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Derived:
     """Recompute every derivable figure of a passport (see the module docstring) from a run
     folder or a reader of one."""
@@ -121,7 +127,8 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         offered_rate_per_s=offered, achieved_rate_per_s=achieved,
         in_flight_cap=cap, found_cap_full=found_cap_full(requests, cap, discarded) if cap else None,
         clocks=(protocol.get("workers") or {}).get("clocks"),
-        lags=lag_facts(requests, run.telemetry, discarded, less_connect=rules_version >= 8 and not open_loop)
+        lags=lag_facts(requests, run.telemetry, discarded, less_connect=rules_version >= 8 and not open_loop,
+                       windows=_kept_windows(results, discarded) if rules_version >= 11 else None)
         if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,

@@ -84,6 +84,9 @@ class LagFacts:
     # spent waiting for a CPU in the same intervals (None: no run-queue samples).
     wait_explains: float | None = None
     less_connect: bool = False  # the dispatch lags are less each new connection's setup (rules version 8)
+    # Rules version 11 on: the client's samples are those of the measurement windows, and this is
+    # the largest CPU share among them (None: every sample is judged, and results' maximum with them).
+    window_cpu_share_max: float | None = None
 
 
 def _wait_explains(t_ns: np.ndarray, worker: np.ndarray, name: np.ndarray, value: np.ndarray,
@@ -110,15 +113,38 @@ def _wait_explains(t_ns: np.ndarray, worker: np.ndarray, name: np.ndarray, value
     return explained / sum(lagged.values())
 
 
+def _in_windows(t_ns: np.ndarray, worker: np.ndarray, windows: Sequence[tuple[float, float]]) -> np.ndarray:
+    """The samples whose interval lies mostly inside a measurement window: a sample at t covers
+    the time since its worker's previous one (its first, the worker's median gap), so its middle
+    must fall in [start, end]."""
+    middle = np.empty(len(t_ns))
+    for w in np.unique(worker):
+        mine = np.flatnonzero(worker == w)
+        times = t_ns[mine]
+        order = np.argsort(times)
+        gaps = np.diff(times[order])
+        first_gap = float(np.median(gaps)) if len(gaps) else 0.0
+        middle[mine[order]] = times[order] - np.concatenate([[first_gap], gaps]) / 2
+    inside = np.zeros(len(t_ns), dtype=bool)
+    for start, end in windows:
+        inside |= (middle >= start) & (middle <= end)
+    return inside
+
+
 def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequence[int],
-              less_connect: bool = False) -> LagFacts:
+              less_connect: bool = False, windows: Sequence[tuple[float, float]] | None = None) -> LagFacts:
     """The lags of measured requests (dispatch) and of every client sample (loop), and who was
     busy: this process's mean CPU share, the loop thread's mean wait for a CPU, and how much of
     the worst loop lags that wait explains. `less_connect` (rules version 8 on, closed loops): a
     request's lag less its new connection's setup (`connect_ns`: the server's accept, as the
     `dispatch_lag` metric has it), which a closed loop's user spends connecting just before the
     send; a thousand users connecting at once to a server whose accept queue overflows wait a
-    second for the SYN to be sent again, and that is the server's, not the client's."""
+    second for the SYN to be sent again, and that is the server's, not the client's. `windows`
+    (rules version 11 on: the kept repetitions' measurement windows): only the client samples of
+    those windows, where the measured requests were sent and read; a warm-up's burst of
+    connections is not the window's (a closed loop of 4,000 users connecting at once held a core
+    for the first second, and failed a run whose window came after it). Every sample where none
+    falls inside a window."""
     lag_ms = send_lag_ns(requests) / 1e6
     if less_connect and "connect_ns" in requests.column_names:
         lag_ms = lag_ms - np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0) / 1e6
@@ -131,11 +157,16 @@ def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequenc
     worker = numeric_column(telemetry, "worker")[client] if "worker" in telemetry.column_names \
         else np.zeros(len(name))
     worker = np.where(np.isfinite(worker), worker, -1.0)
+    if windows is not None:
+        inside = _in_windows(t_ns, worker, windows)
+        if inside.any():
+            name, value, t_ns, worker = name[inside], value[inside], t_ns[inside], worker[inside]
     loop = _tail(value[name == "loop_lag_ms"])
     shares, waits = value[name == "cpu_share"], value[name == "run_wait_share"]
     explains = None if loop is None else _wait_explains(t_ns, worker, name, value, loop.ms)
+    window_max = float(shares.max()) if windows is not None and len(shares) else None
     return LagFacts(dispatch, loop, float(shares.mean()) if len(shares) else None,
-                    float(waits.mean()) if len(waits) else None, explains, less_connect)
+                    float(waits.mean()) if len(waits) else None, explains, less_connect, window_max)
 
 
 def _p50_ms(results: ResultsFigures, metric: str) -> float | None:
@@ -214,7 +245,8 @@ def dispatch_lag_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool,
 def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: ValidityLimits,
                 workers_note: str) -> RuleFigures:
     """The client's own CPU share and loop lag (see the module docstring)."""
-    cpu_max = results["client"]["cpu_share_max"]
+    windowed = facts.window_cpu_share_max is not None
+    cpu_max = facts.window_cpu_share_max if windowed else results["client"]["cpu_share_max"]
     lag = facts.loop
     assert lag is not None and cpu_max is not None
     share = lim["max_lag_share"]
@@ -230,7 +262,9 @@ def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: 
         parts.append(f"{lag.ms / ttft_ms:.1%} of TTFT p50 {ttft_ms:.2f} ms")
     if itl_ms:
         parts.append(f"{lag.ms / itl_ms:.1%} of ITL p50 {itl_ms:.2f} ms")
-    message = ", ".join(parts) + f"; CPU share max {cpu_max:.2f} of a core (fails above {lim['max_client_cpu_share']})"
+    message = ", ".join(parts) + (f"; CPU share max {cpu_max:.2f} of a core" + (" in the measurement window" if windowed
+                                                                                  else "")
+                                  + f" (fails above {lim['max_client_cpu_share']})")
     message += f"; loop lag fails above {fail_ms:.2f} ms, warns above {warn_ms:.2f} ms" + workers_note
     cause, own = _cause(facts)
     if status == "WARN" and itl_ms and lag.ms > warn_ms:

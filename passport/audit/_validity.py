@@ -627,7 +627,9 @@ RULE_DOCS: dict[str, RuleDoc] = {
                                "distort from rules version 3 on (validity.max_dispatch_lag_p99_ms before)",
                                "validity.max_lag_share of E2E p50, between validity.lag_floor_ms and "
                                "validity.lag_ceiling_ms", "FAIL (WARN above a fifth of the share)"),
-    "client_not_bound": RuleDoc(1, "the client (event loop lag, CPU share) did not bound the measurement",
+    "client_not_bound": RuleDoc(1, "the client (event loop lag, CPU share) did not bound the measurement (from rules "
+                                   "version 11 the samples of the measurement windows; before, every sample, a "
+                                   "warm-up's too)",
                                 "validity.max_loop_lag_p99_ms, validity.max_client_cpu_share",
                                 "FAIL (WARN above a fifth of the lag share)"),
     "client_calibration": RuleDoc(6, "the client's measured CPU share against what its stated calibration "

@@ -40,8 +40,11 @@ SIGNED_SINCE = "1.4"
 # request); a point below the limit with an interval reaching it WARNs that the window cannot tell.
 # 10: the accuracy_drop rule judges a run that declares `accuracy`: a set answered worse under load
 # than alone by more than accuracy.max_drop, beyond chance (exact sign test p < accuracy.alpha).
+# 11: client_not_bound judges the client's samples (CPU share, loop lag) of the measurement windows
+# only: a warm-up's burst of connections (4,000 users at once held a core for a second) no longer
+# fails a run whose window came after it.
 RULES_KEY = "passport.rules"
-RULES_VERSION = 10
+RULES_VERSION = 11
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"

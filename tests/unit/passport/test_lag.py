@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from passport.audit import COUNT_NAMES, NO_CANARIES, RunFacts, evaluate
-from passport.audit._lag import Lag, LagFacts, lag_facts, tail_quantile
+from passport.audit._lag import Lag, LagFacts, _in_windows, lag_facts, tail_quantile
 from passport.audit._types import ResultsFigures, ValidityLimits
 from passport.model import ValiditySpec
 
@@ -110,6 +110,57 @@ def test_a_closed_loop_is_not_blamed_for_the_servers_slow_accept() -> None:
     passed, failed = _rules(results, v8)["dispatch_lag"], _rules(results, v7)["dispatch_lag"]
     assert passed["status"] == "PASS" and "less a new connection's setup" in passed["message"]
     assert failed["status"] == "FAIL" and "less a new connection" not in failed["message"]
+
+
+def _burst_then_steady(window_cpu: float, window_lag_ms: float) -> tuple[pa.Table, pa.Table]:
+    """Client samples every 100 ms for 3 s: a warm-up whose 4,000 users connect at once (the
+    first second: a whole core, loop lag 80 ms), then steady; the measured requests' window is
+    1.2-3.0 s. Hand-made from the 4,000-user closed loop measured on the 2-core machine."""
+    t_ns = np.arange(1, 31) * 100_000_000
+    busy = t_ns <= 1_000_000_000
+    cpu = np.where(busy, 1.07, window_cpu)
+    lag_ms = np.where(busy, 80.0, window_lag_ms)
+    telemetry = pa.table({"t_ns": np.concatenate([t_ns, t_ns]), "source": ["client"] * 60,
+                          "name": ["cpu_share"] * 30 + ["loop_lag_ms"] * 30,
+                          "value": np.concatenate([cpu, lag_ms])})
+    n = 200
+    sent = np.linspace(1.2e9, 2.9e9, n)
+    requests = pa.table({"phase": ["measure"] * n, "repetition": [0] * n, "intended_ns": sent, "sent_ns": sent,
+                         "end_ns": sent + 1e8, "outcome": ["ok"] * n})
+    return requests, telemetry
+
+
+def test_a_warm_ups_burst_of_connections_is_not_the_windows() -> None:
+    """Rules version 11 judges the samples of the measurement window: the warm-up's second of a
+    whole core does not fail a run whose window was quiet (version 10 failed it, and keeps its
+    words); a window that was itself CPU-bound still fails."""
+    requests, telemetry = _burst_then_steady(window_cpu=0.4, window_lag_ms=0.5)
+    results = _results(50.0, 5.0, 150.0, cpu_max=1.07)  # results keep every sample's maximum
+    v11 = lag_facts(requests, telemetry, [], windows=[(1.2e9, 3.0e9)])
+    assert v11.window_cpu_share_max == pytest.approx(0.4) and v11.loop is not None and v11.loop.n == 18
+    assert v11.loop.ms == pytest.approx(0.5) and v11.cpu_share_mean == pytest.approx(0.4)
+    passed = _rules(results, v11)["client_not_bound"]
+    assert passed["status"] == "PASS" and "CPU share max 0.40 of a core in the measurement window" in passed["message"]
+    v10 = lag_facts(requests, telemetry, [])
+    assert v10.window_cpu_share_max is None and v10.loop is not None and v10.loop.n == 30
+    failed = _rules(results, v10)["client_not_bound"]
+    assert failed["status"] == "FAIL" and "CPU share max 1.07 of a core (fails" in failed["message"]
+    requests, telemetry = _burst_then_steady(window_cpu=0.97, window_lag_ms=0.5)
+    bound = lag_facts(requests, telemetry, [], windows=[(1.2e9, 3.0e9)])
+    assert bound.window_cpu_share_max == pytest.approx(0.97)
+    assert _rules(results, bound)["client_not_bound"]["status"] == "FAIL"
+
+
+def test_samples_are_the_windows_by_the_middle_of_their_interval() -> None:
+    """A sample covers the time since its worker's previous one: the sample at 1.2 s covers
+    1.1-1.2 s, mostly before a window opening at 1.16 s; the one at 1.3 s is inside. Workers
+    are timed apart; with no sample inside a window, every sample is judged."""
+    t_ns = np.array([1.1e9, 1.2e9, 1.3e9, 1.4e9, 1.15e9, 1.25e9])
+    worker = np.array([0, 0, 0, 0, 1, 1])
+    assert _in_windows(t_ns, worker, [(1.16e9, 1.5e9)]).tolist() == [False, False, True, True, False, True]
+    requests, telemetry = _burst_then_steady(window_cpu=0.4, window_lag_ms=0.5)
+    early = lag_facts(requests, telemetry, [], windows=[(0.0, 0.01e9)])
+    assert early.loop is not None and early.loop.n == 30 and early.window_cpu_share_max == pytest.approx(1.07)
 
 
 def test_the_cause_is_read_from_the_samples() -> None:

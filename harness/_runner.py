@@ -665,6 +665,9 @@ class Runner:
         users = [self._spawn(user(u)) for u in range(share.worker, self._load.concurrency, share.workers)]
         stop_wait: asyncio.Future[bool] = asyncio.ensure_future(self._stop.wait())
         all_users: asyncio.Future[list[None]] = asyncio.gather(*users)
+        # a stop cancels the users, and the gathering future then holds a CancelledError that asyncio
+        # would print as "exception was never retrieved", with a traceback, when it is collected
+        all_users.add_done_callback(lambda done: done.cancelled() or done.exception())
         waiting: list[asyncio.Future[Any]] = [all_users, stop_wait]
         await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
         if self._stop.is_set():

@@ -497,7 +497,10 @@ async def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 0,
     `on_bound` is called with it once the socket listens."""
     state = _State(config)
     loop = asyncio.get_running_loop()
-    server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context)
+    # asyncio's default backlog of 100 overflowed when 10,000 users connected at once: the SYNs past
+    # it waited a second to be sent again, and some connections were reset; servers in front of
+    # engines listen with thousands (uvicorn 2048); the kernel caps it at net.core.somaxconn
+    server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context, backlog=4096)
     if bound is not None:
         bound.append(server.sockets[0].getsockname()[1])
     if on_bound is not None:

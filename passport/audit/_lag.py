@@ -84,9 +84,11 @@ class LagFacts:
     # spent waiting for a CPU in the same intervals (None: no run-queue samples).
     wait_explains: float | None = None
     less_connect: bool = False  # the dispatch lags are less each new connection's setup (rules version 8)
-    # Rules version 11 on: the client's samples are those of the measurement windows, and this is
-    # the largest CPU share among them (None: every sample is judged, and results' maximum with them).
-    window_cpu_share_max: float | None = None
+    # Rules version 11 on: the client's samples are those of the measurement windows, and the CPU
+    # share is read at its tail quantile (`share`, in Lag's `ms` field: a share of a core) beside
+    # the windows' maximum; None: every sample is judged by results' maximum, as before.
+    cpu_share: Lag | None = None
+    cpu_share_max: float | None = None
 
 
 def _wait_explains(t_ns: np.ndarray, worker: np.ndarray, name: np.ndarray, value: np.ndarray,
@@ -120,11 +122,10 @@ def _in_windows(t_ns: np.ndarray, worker: np.ndarray, windows: Sequence[tuple[fl
     middle = np.empty(len(t_ns))
     for w in np.unique(worker):
         mine = np.flatnonzero(worker == w)
-        times = t_ns[mine]
-        order = np.argsort(times)
-        gaps = np.diff(times[order])
-        first_gap = float(np.median(gaps)) if len(gaps) else 0.0
-        middle[mine[order]] = times[order] - np.concatenate([[first_gap], gaps]) / 2
+        times = np.unique(t_ns[mine])  # each sample time once: its CPU share, loop lag and wait share
+        gaps = np.diff(times)
+        before = np.concatenate([[float(np.median(gaps)) if len(gaps) else 0.0], gaps])
+        middle[mine] = t_ns[mine] - before[np.searchsorted(times, t_ns[mine])] / 2
     inside = np.zeros(len(t_ns), dtype=bool)
     for start, end in windows:
         inside |= (middle >= start) & (middle <= end)
@@ -144,7 +145,9 @@ def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequenc
     those windows, where the measured requests were sent and read; a warm-up's burst of
     connections is not the window's (a closed loop of 4,000 users connecting at once held a core
     for the first second, and failed a run whose window came after it). Every sample where none
-    falls inside a window."""
+    falls inside a window. With `windows` the CPU share is also read at its tail quantile, as the
+    lags are: a tenth of a second at a full core (1,000 users whose answers end together, their
+    loop lag 2.5 ms) is not a client that bounds the run, and five such samples or more are."""
     lag_ms = send_lag_ns(requests) / 1e6
     if less_connect and "connect_ns" in requests.column_names:
         lag_ms = lag_ms - np.nan_to_num(numeric_column(requests, "connect_ns"), nan=0.0) / 1e6
@@ -164,9 +167,10 @@ def lag_facts(requests: pa.Table, telemetry: pa.Table | None, discarded: Sequenc
     loop = _tail(value[name == "loop_lag_ms"])
     shares, waits = value[name == "cpu_share"], value[name == "run_wait_share"]
     explains = None if loop is None else _wait_explains(t_ns, worker, name, value, loop.ms)
-    window_max = float(shares.max()) if windows is not None and len(shares) else None
+    windowed = windows is not None and len(shares) > 0
     return LagFacts(dispatch, loop, float(shares.mean()) if len(shares) else None,
-                    float(waits.mean()) if len(waits) else None, explains, less_connect, window_max)
+                    float(waits.mean()) if len(waits) else None, explains, less_connect,
+                    _tail(shares) if windowed else None, float(shares.max()) if windowed else None)
 
 
 def _p50_ms(results: ResultsFigures, metric: str) -> float | None:
@@ -245,16 +249,16 @@ def dispatch_lag_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool,
 def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: ValidityLimits,
                 workers_note: str) -> RuleFigures:
     """The client's own CPU share and loop lag (see the module docstring)."""
-    windowed = facts.window_cpu_share_max is not None
-    cpu_max = facts.window_cpu_share_max if windowed else results["client"]["cpu_share_max"]
+    cpu_max = results["client"]["cpu_share_max"]
     lag = facts.loop
     assert lag is not None and cpu_max is not None
+    judged = cpu_max if facts.cpu_share is None else facts.cpu_share.ms
     share = lim["max_lag_share"]
     ttft_ms, itl_ms = _p50_ms(results, "ttft.any"), _p50_ms(results, "itl.chunk")
     fail_ms = _bound_ms(ttft_ms, share, lim)
     warn_ms = min(lim["max_loop_lag_p99_ms"], _bound_ms(itl_ms, share, lim) if itl_ms else fail_ms, fail_ms)
     status = _status(lag.ms, fail_ms, warn_ms)
-    saturated = cpu_max > lim["max_client_cpu_share"]
+    saturated = judged > lim["max_client_cpu_share"]
     if saturated:
         status = "FAIL"
     parts = [f"loop lag {lag.label}"]
@@ -262,9 +266,13 @@ def client_rule(results: ResultsFigures, facts: LagFacts, open_loop: bool, lim: 
         parts.append(f"{lag.ms / ttft_ms:.1%} of TTFT p50 {ttft_ms:.2f} ms")
     if itl_ms:
         parts.append(f"{lag.ms / itl_ms:.1%} of ITL p50 {itl_ms:.2f} ms")
-    message = ", ".join(parts) + (f"; CPU share max {cpu_max:.2f} of a core" + (" in the measurement window" if windowed
-                                                                                  else "")
-                                  + f" (fails above {lim['max_client_cpu_share']})")
+    if facts.cpu_share is None:
+        cpu_words = f"CPU share max {cpu_max:.2f} of a core"
+    else:
+        tail = facts.cpu_share
+        cpu_words = (f"CPU share p{tail.q * 100:.3g} {tail.ms:.2f} of a core (n={tail.n}) in the measurement window, "
+                     f"max {facts.cpu_share_max:.2f}")
+    message = ", ".join(parts) + f"; {cpu_words} (fails above {lim['max_client_cpu_share']})"
     message += f"; loop lag fails above {fail_ms:.2f} ms, warns above {warn_ms:.2f} ms" + workers_note
     cause, own = _cause(facts)
     if status == "WARN" and itl_ms and lag.ms > warn_ms:

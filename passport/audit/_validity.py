@@ -628,8 +628,8 @@ RULE_DOCS: dict[str, RuleDoc] = {
                                "validity.max_lag_share of E2E p50, between validity.lag_floor_ms and "
                                "validity.lag_ceiling_ms", "FAIL (WARN above a fifth of the share)"),
     "client_not_bound": RuleDoc(1, "the client (event loop lag, CPU share) did not bound the measurement (from rules "
-                                   "version 11 the samples of the measurement windows; before, every sample, a "
-                                   "warm-up's too)",
+                                   "version 11 the samples of the measurement windows, the CPU share at its tail "
+                                   "quantile; before, every sample, a warm-up's too, and the CPU share's maximum)",
                                 "validity.max_loop_lag_p99_ms, validity.max_client_cpu_share",
                                 "FAIL (WARN above a fifth of the lag share)"),
     "client_calibration": RuleDoc(6, "the client's measured CPU share against what its stated calibration "

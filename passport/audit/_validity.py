@@ -334,7 +334,10 @@ def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Valid
     if cpu_max is None or loop_lag is None:
         return out + [_note("client_not_bound", "SKIP", "no client samples")]
     if f.lags is not None and f.lags.loop is not None:
-        return out + [client_rule(r, f.lags, f.open_loop, lim, _workers_note(client, lim))]
+        workers = len(client.get("workers") or [])
+        note = _workers_note(client, lim) if f.lags.cpu_share is None else \
+            (f" (the samples of {workers} worker processes together)" if workers else "")
+        return out + [client_rule(r, f.lags, f.open_loop, lim, note)]
     bound = cpu_max > lim["max_client_cpu_share"] or loop_lag > lim["max_loop_lag_p99_ms"]
     return out + [_rule(
         "client_not_bound", not bound, f"cpu {cpu_max:.2f}, loop lag p99 {loop_lag:.2f} ms",

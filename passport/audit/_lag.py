@@ -85,8 +85,8 @@ class LagFacts:
     wait_explains: float | None = None
     less_connect: bool = False  # the dispatch lags are less each new connection's setup (rules version 8)
     # Rules version 11 on: the client's samples are those of the measurement windows, and the CPU
-    # share is read at its tail quantile (`share`, in Lag's `ms` field: a share of a core) beside
-    # the windows' maximum; None: every sample is judged by results' maximum, as before.
+    # share is read at its tail quantile (a Lag whose `ms` holds a share of a core) beside the
+    # windows' maximum; None: every sample is judged by results' maximum, as before.
     cpu_share: Lag | None = None
     cpu_share_max: float | None = None
 

@@ -9,8 +9,9 @@
  * descriptor (a duplicate the slot owns and closes). Every slot it is done with is reported to
  * the loop as (index, generation): one the loop must act on at once (due with no descriptor: TLS,
  * which only the loop's transport can write; or written in part) on a pipe, which wakes the loop;
- * the rest (sent whole, or found withdrawn) in a ring the loop drains when it next arms a send
- * (pp_drain), so that a send costs the loop no wake-up of its own.
+ * the rest (sent whole, or found withdrawn) in a ring the loop drains when it next arms a send or
+ * hears an answer (pp_drain, which frees those slots), so that a send costs the loop no wake-up of
+ * its own and one call into C besides its arming.
  *
  * The request bytes a slot points to are kept alive by the loop until it frees the slot.
  */
@@ -119,14 +120,23 @@ static void report_quietly(pp_pacer *p, int32_t idx, int32_t gen) {
     __atomic_store_n(&p->ring_tail, p->ring_tail + 1, __ATOMIC_RELEASE);
 }
 
-/* Up to `most` reports from the ring into `out` (pairs); how many. The loop's side. */
-int32_t pp_drain(pp_pacer *p, int32_t *out, int32_t most) {
+/* Up to `most` reports from the ring into `out`, four int64 each: index, generation, sent_ns (0:
+ * withdrawn before it went) and bytes written; how many. The loop's side. A slot reported here is
+ * done with (sent whole, or withdrawn), so it is freed here too: the loop reads no slot of its own
+ * and makes one call per batch, not one per send. */
+int32_t pp_drain(pp_pacer *p, int64_t *out, int32_t most) {
     int64_t tail = __atomic_load_n(&p->ring_tail, __ATOMIC_ACQUIRE);
     int32_t k = 0;
     while (p->ring_head < tail && k < most) {
         int64_t at = (p->ring_head % p->n_slots) * 2;
-        out[2 * k] = p->ring[at];
-        out[2 * k + 1] = p->ring[at + 1];
+        int32_t idx = p->ring[at], gen = p->ring[at + 1];
+        pp_slot *s = &p->slots[idx];
+        int32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+        out[4 * k] = idx;
+        out[4 * k + 1] = gen;
+        out[4 * k + 2] = state == PP_SENT ? s->sent_ns : 0;
+        out[4 * k + 3] = state == PP_SENT ? s->written : 0;
+        if (s->gen == gen) __atomic_store_n(&s->state, PP_FREE, __ATOMIC_RELEASE);
         p->ring_head++;
         k++;
     }
@@ -235,8 +245,9 @@ int pp_start(pp_pacer *p) {
     return 0;
 }
 
-/* Arm slot `idx` (FREE) to write `size` bytes at `data` to `fd` at `deadline_ns`. */
-void pp_arm(pp_pacer *p, int32_t idx, int32_t fd, int64_t deadline_ns, const char *data, int64_t size) {
+/* Arm slot `idx` (FREE) to write `size` bytes at `data` to `fd` at `deadline_ns`; its new
+ * generation, which the slot's report will carry. */
+int32_t pp_arm(pp_pacer *p, int32_t idx, int32_t fd, int64_t deadline_ns, const char *data, int64_t size) {
     pp_slot *s = &p->slots[idx];
     s->fd = fd;
     s->gen += 1;
@@ -250,6 +261,7 @@ void pp_arm(pp_pacer *p, int32_t idx, int32_t fd, int64_t deadline_ns, const cha
     heap_push(p, idx);
     if (p->heap[0] == idx) pthread_cond_signal(&p->cv); /* the new earliest: the thread re-reads it */
     pthread_mutex_unlock(&p->mu);
+    return s->gen;
 }
 
 /* End the thread; what is still armed stays ARMED (the loop withdraws it). */

@@ -203,10 +203,11 @@ def _bind(lib: NativeLibrary) -> None:
             (held.pp_new, [ctypes.c_int32, ctypes.c_int32, ctypes.c_int64], p),
             (held.pp_slots, [p], slot), (held.pp_stats_of, [p], ctypes.POINTER(_CStats)),
             (held.pp_start, [p], ctypes.c_int),
-            (held.pp_arm, [p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64], None),
+            (held.pp_arm, [p, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_char_p, ctypes.c_int64],
+             ctypes.c_int32),
             (held.pp_claim, [slot, ctypes.c_int32], ctypes.c_int), (held.pp_state, [slot], ctypes.c_int32),
             (held.pp_set_state, [slot, ctypes.c_int32], None),
-            (held.pp_drain, [p, ctypes.POINTER(ctypes.c_int32), ctypes.c_int32], ctypes.c_int32),
+            (held.pp_drain, [p, ctypes.POINTER(ctypes.c_int64), ctypes.c_int32], ctypes.c_int32),
             (released.pp_stop, [p], None), (held.pp_free, [p], None))
     for fn, args, result in functions:
         fn.argtypes, fn.restype = args, result
@@ -230,7 +231,8 @@ class _CThread:
         self._slots = ctypes.cast(self._lib.pp_slots(self._pacer), ctypes.POINTER(_Slot * _SLOTS)).contents
         self._free = list(range(_SLOTS - 1, -1, -1))
         self._armed: dict[int, PacedSend] = {}
-        self._drained = (ctypes.c_int32 * (2 * _DRAIN))()
+        self._drained = (ctypes.c_int64 * (4 * _DRAIN))()
+        self._pp_arm, self._pp_drain = self._lib.pp_arm, self._lib.pp_drain
         loop.add_reader(self._read_fd, self._reports)
         if self._lib.pp_start(self._pacer) != 0:
             raise OSError("the C pacer thread could not start")
@@ -241,13 +243,14 @@ class _CThread:
         if not self._free:
             return False
         idx = self._free.pop()
-        send.slot, send.gen = idx, self._slots[idx].gen + 1
+        send.slot = idx
         self._armed[idx] = send
-        self._lib.pp_arm(self._pacer, idx, send.fd, send.deadline_ns, send.request, len(send.request))
+        send.gen = self._pp_arm(self._pacer, idx, send.fd, send.deadline_ns, send.request, len(send.request))
         return True
 
     def withdraw(self, send: PacedSend) -> bool:
         """Take back `send` if the C thread has not claimed it (its descriptor closed here)."""
+        self.drain()  # most often its report is in: then it went, and no slot need be read
         if self._armed.get(send.slot) is not send:
             return False  # reported back already: sent (or withdrawn before), its slot since freed
         slot = ctypes.byref(self._slots[send.slot])
@@ -278,12 +281,22 @@ class _CThread:
 
     def drain(self) -> None:
         """On the loop: the reports of sends done with that needed no wake-up (sent whole, or
-        withdrawn), so each stamps its exchange and frees its slot."""
-        out = self._drained
+        withdrawn; their slots freed by the C side), so each stamps its exchange."""
+        out, armed, free = self._drained, self._armed, self._free
         while True:
-            n = self._lib.pp_drain(self._pacer, out, _DRAIN)
-            for k in range(0, 2 * n, 2):
-                self._report(out[k], out[k + 1])
+            n = self._pp_drain(self._pacer, out, _DRAIN)
+            for k in range(0, 4 * n, 4):
+                idx = out[k]
+                send = armed.get(idx)
+                if send is None or send.gen != out[k + 1]:
+                    continue
+                sent_ns = out[k + 2]
+                if sent_ns:
+                    send.fd = -1  # closed by the C thread
+                    send.sent_ns = sent_ns
+                    send.stamp(sent_ns)
+                del armed[idx]
+                free.append(idx)
             if n < _DRAIN:
                 return
 

@@ -13,8 +13,8 @@ Stages are the modules a request passes through, in order:
   (harness/_pacer.py, on the loop; the thread's own CPU is reported separately);
 - `send + read`: the HTTP exchange (harness/_http.py, _transport.py), the response head;
 - `stream parse`: the SSE reader (harness/_sse.py) and the answer's judgement (_openai.py);
-- `record`: the row and its chunks (the runner's _record*, harness/_recorder.py), Parquet parts
-  (pyarrow);
+- `record`: the row and its chunks (the runner's _record*, harness/_recorder.py,
+  harness/_chunkrows.py), Parquet parts (pyarrow);
 - `live figures`: progress, the client's own statistics, telemetry (harness/_clientstats.py,
   _telemetry.py, passport's progress line);
 - `event loop + other`: the loop itself (uvloop's C code counts here) and everything else.
@@ -30,6 +30,7 @@ roofline's figure) and the pacer thread's CPU per send (results.client.pacer).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pstats
 import subprocess
@@ -45,13 +46,13 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pacer (on the loop)", ("harness/_pacer.py",)),
     ("send + read", ("harness/_http.py", "harness/_transport.py")),
     ("stream parse", ("harness/_sse.py", "harness/_openai.py")),
-    ("record", ("harness/_recorder.py", "pyarrow/", "harness/_redact.py")),
+    ("record", ("harness/_recorder.py", "harness/_chunkrows.py", "pyarrow/", "harness/_redact.py")),
     ("live figures", ("harness/_clientstats.py", "harness/_telemetry.py", "passport/cli/_shared.py",
                       "passport/run/_stages.py", "rich/")),
     ("schedule + arming", ("harness/_runner.py", "asyncio/tasks.py", "asyncio/locks.py", "asyncio/timeouts.py",
                            "asyncio/events.py", "asyncio/base_events.py")),
 )
-RECORD_FUNCTIONS = ("_record", "_planned_fields", "_answer_fields", "_chunk_columns", "_session_fields", "_count",
+RECORD_FUNCTIONS = ("_record", "_planned_fields", "_answer_fields", "_session_fields", "_count",
                     "_record_one", "_record_backlog", "_queue")
 
 
@@ -64,19 +65,49 @@ def _stage(filename: str, function: str) -> str:
     return "event loop + other"
 
 
+# For the unprofiled run: each thread's CPU over the runner's timed phase, from /proc (Linux), the
+# loop's thread apart from the rest (writer threads and the pacer thread), written to a file.
+_THREADS_HOOK = """import os, time, json; import harness._runner as r; run = r.Runner.run
+def _cpu():
+    out = {}
+    for tid in os.listdir('/proc/self/task'):
+        try:
+            f = open(f'/proc/self/task/{tid}/stat').read().rsplit(')', 1)[1].split()
+        except OSError:
+            continue
+        out[tid] = (int(f[11]) + int(f[12])) / os.sysconf('SC_CLK_TCK')
+    return out
+async def timed(self):
+    a = _cpu()
+    try: return await run(self)
+    finally:
+        b, me = _cpu(), str(os.getpid())
+        rest = sum(v - a.get(k, 0.0) for k, v in b.items() if k != me)
+        open(%r, 'w').write(json.dumps({'loop_s': b[me] - a.get(me, 0.0), 'rest_s': rest, 'n': self._c.done}))
+r.Runner.run = timed
+"""
+
+
 def _run(port: int, rate: float, requests: int, work: Path, profile: Path | None) -> dict[str, float]:
     """One `passport run` as the roofline runs it (`roofline.run_passport`), profiled into
     `profile` during the runner's timed phase only (the loop's thread, by its own CPU clock);
-    its figures (`roofline.passport_figures`)."""
-    command: tuple[str, ...] = ("-m", "passport.cli")
+    its figures (`roofline.passport_figures`). Unprofiled, also the loop's thread's CPU per
+    request (`loop_us`) and the other threads' (`rest_us`: the pacer thread and the writers)."""
+    split = work / f"threads-{time.monotonic_ns()}.json"
     if profile is not None:  # the command ends with os._exit after atexit, so an atexit handler writes it
         hook = ("import atexit, cProfile, time; import harness._runner as r; p = cProfile.Profile(time.thread_time); "
                 "atexit.register(lambda: p.dump_stats(" + repr(str(profile)) + ")); run = r.Runner.run\n"
                 "async def timed(self):\n p.enable()\n try: return await run(self)\n finally: p.disable()\n"
                 "r.Runner.run = timed\n")
-        command = ("-c", hook + "import sys; sys.argv[0] = 'passport'; from passport.cli import console; console()")
+    else:
+        hook = _THREADS_HOOK % str(split)
+    command = ("-c", hook + "import sys; sys.argv[0] = 'passport'; from passport.cli import console; console()")
     load = {"pattern": "poisson", "rate_per_s": rate, "measure": {"requests": requests}}
-    return passport_figures(run_passport(port, "s1", load, 8, work, command))
+    figures = passport_figures(run_passport(port, "s1", load, 8, work, command))
+    if split.exists():
+        got = json.loads(split.read_text())
+        figures.update(loop_us=got["loop_s"] / got["n"] * 1e6, rest_us=got["rest_s"] / got["n"] * 1e6)
+    return figures
 
 
 def _by_stage(profile: Path) -> dict[str, float]:
@@ -131,6 +162,8 @@ def main() -> None:
             for (filename, line, function), value in sorted(diff.items(), key=lambda kv: kv[1])[:args.top]:
                 print(f"  {-value / n * 1e6:7.1f}  {_stage(filename, function):<20} {function} ({filename}:{line})")
         print(f"| **all, unprofiled: the process, all threads** | **{plain['cpu_us']:.1f}** | |")
+        print(f"| of which the loop's thread | {plain['loop_us']:.1f} | |")
+        print(f"| of which the other threads (pacer, Parquet writers) | {plain['rest_us']:.1f} | |")
         print(f"| of which the pacer thread (per send) | {plain['pacer_us']:.1f} | |")
         print(f"\nunprofiled run: {plain['achieved']:,.0f} requests/s achieved, dispatch lag p99 "
               f"{plain['lag_p99_ms']:.3f} ms")

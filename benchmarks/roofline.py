@@ -16,6 +16,10 @@ one-character events. For each shape:
 - `pacer`: the bare pacer, the same timer with no HTTP (harness's Pacer writing Poisson deadlines,
   armed 3 ms ahead as the runner arms them, to a socket pair), at each rung's rate and at the
   goal's 2,000/s: passport's lag p99 is printed as a ratio to it.
+- `paced_floor`: a paced client in C with no runtime (`paced_floor.c`: one thread, a timerfd
+  armed at each Poisson deadline, epoll, the same 32 keep-alive connections), at 2,000/s and at
+  the top rung: the CPU per request that sending at deadlines and reading the answers costs on
+  this machine whatever the client is written in (a wake-up for each deadline and each answer).
 
 The server is not the bottleneck when the bare client drives it at least twice as fast as passport
 paces (printed). Each rung also prints the headroom its own passport states
@@ -54,6 +58,7 @@ from harness import SUCCESS_OUTCOMES  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("PASSPORT_CACHE", Path.home() / ".cache" / "passport"))
 SOURCE = ROOT / "benchmarks" / "noop_server.c"
+FLOOR_SOURCE = ROOT / "benchmarks" / "paced_floor.c"
 STREAMS = 32
 BODY = b'{"model":"noop","prompt":"hi","max_tokens":1,"stream":true}'
 
@@ -69,19 +74,33 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def build_server() -> Path:
-    """The compiled server, built once per source version."""
-    digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
-    binary = CACHE / "tools" / f"noop_server-{digest}"
+def build_tool(source: Path) -> Path:
+    """`source` (a C file of benchmarks/) compiled, once per source version."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:12]
+    binary = CACHE / "tools" / f"{source.stem}-{digest}"
     if not binary.exists():
         compiler = shutil.which("cc") or shutil.which("gcc")
         if compiler is None:
-            raise SystemExit("roofline.py needs a C compiler (cc) to build benchmarks/noop_server.c")
+            raise SystemExit(f"roofline.py needs a C compiler (cc) to build benchmarks/{source.name}")
         binary.parent.mkdir(parents=True, exist_ok=True)
         partial = binary.with_suffix(".partial")
-        subprocess.run([compiler, "-O2", "-o", str(partial), str(SOURCE)], check=True)
+        subprocess.run([compiler, "-O2", "-o", str(partial), str(source), "-lm"], check=True)
         partial.rename(binary)
     return binary
+
+
+def build_server() -> Path:
+    """The compiled no-op server."""
+    return build_tool(SOURCE)
+
+
+def c_floor(port: int, shape: str, rate: float, seconds: float) -> dict[str, float]:
+    """benchmarks/paced_floor.c at `rate` for `seconds`, pinned to CPU 0 as the clients are: the
+    CPU per request and the dispatch lag of a paced client with no runtime."""
+    binary = build_tool(FLOOR_SOURCE)
+    done = subprocess.run(["taskset", "-c", "0", str(binary), str(port), f"/{shape}/v1/completions", str(rate),
+                           str(max(1, int(rate * seconds))), str(STREAMS)], check=True, capture_output=True, text=True)
+    return {k: float(v) for k, v in json.loads(done.stdout).items()}
 
 
 # -- the bare and aiohttp clients (run in their own process: --client NAME) ------------------------
@@ -340,6 +359,11 @@ def main() -> None:
         print(f"the bare pacer (the same timer, no HTTP) at 2,000/s: dispatch lag p50 {goal['lag_p50_ms']:.3f} ms, "
               f"p99 {goal['lag_p99_ms']:.3f} ms; {goal['cpu_us']:.1f} us CPU per send ({goal['pacer_cpu_us']:.1f} in "
               "the pacer's thread)")
+        for rate in sorted({2000.0, max(rates)}):
+            c = c_floor(port, "s1", rate, args.seconds)
+            print(f"a paced client in C (benchmarks/paced_floor.c: one thread, a timerfd per deadline, epoll, no "
+                  f"runtime{', real-time' if c['realtime'] else ''}) at {rate:,.0f}/s: {c['cpu_us']:.1f} us CPU per "
+                  f"request, dispatch lag p50 {c['lag_p50_us'] / 1e3:.3f} ms, p99 {c['lag_p99_us'] / 1e3:.3f} ms")
         short_up, long_up = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s1", 100_000, work)
         short_down, long_down = ttft_p50_ms(port, "s1", 8, work), ttft_p50_ms(port, "s32768", 8, work)
         print(f"long bodies (passport, 4 requests/s, TTFT p50): 100k-token prompt {long_up:.2f} ms vs 8 tokens "

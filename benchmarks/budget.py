@@ -13,8 +13,8 @@ Stages are the modules a request passes through, in order:
   (harness/_pacer.py, on the loop; the thread's own CPU is reported separately);
 - `send + read`: the HTTP exchange (harness/_http.py, _transport.py), the response head;
 - `stream parse`: the SSE reader (harness/_sse.py) and the answer's judgement (_openai.py);
-- `record`: the row and its chunks (the runner's _record*, harness/_recorder.py,
-  harness/_chunkrows.py), Parquet parts (pyarrow);
+- `record`: the row and its chunks (the runner's _record*, harness/_recorder.py), Parquet parts
+  (pyarrow);
 - `live figures`: progress, the client's own statistics, telemetry (harness/_clientstats.py,
   _telemetry.py, passport's progress line);
 - `event loop + other`: the loop itself (uvloop's C code counts here) and everything else.
@@ -46,13 +46,13 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("pacer (on the loop)", ("harness/_pacer.py",)),
     ("send + read", ("harness/_http.py", "harness/_transport.py")),
     ("stream parse", ("harness/_sse.py", "harness/_openai.py")),
-    ("record", ("harness/_recorder.py", "harness/_chunkrows.py", "pyarrow/", "harness/_redact.py")),
+    ("record", ("harness/_recorder.py", "pyarrow/", "harness/_redact.py")),
     ("live figures", ("harness/_clientstats.py", "harness/_telemetry.py", "passport/cli/_shared.py",
                       "passport/run/_stages.py", "rich/")),
     ("schedule + arming", ("harness/_runner.py", "asyncio/tasks.py", "asyncio/locks.py", "asyncio/timeouts.py",
                            "asyncio/events.py", "asyncio/base_events.py")),
 )
-RECORD_FUNCTIONS = ("_record", "_planned_fields", "_answer_fields", "_session_fields", "_count",
+RECORD_FUNCTIONS = ("_record", "_planned_fields", "_answer_fields", "_chunk_columns", "_session_fields", "_count",
                     "_record_one", "_record_backlog", "_queue")
 
 

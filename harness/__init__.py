@@ -21,9 +21,6 @@ if TYPE_CHECKING:
         check_json,
         check_tool_call,
     )
-    from harness._chunkrows import (
-        chunk_columns,
-    )
     from harness._clientstats import (
         ClientMonitor,
         run_delay_ns,
@@ -158,7 +155,6 @@ __all__ = [
     "SessionTurn",
     "Api",
     "CHUNKS_SCHEMA",
-    "chunk_columns",
     "CHUNK_KINDS",
     "ChunkKind",
     "ClientMonitor",
@@ -267,7 +263,6 @@ _HOME = {
     "impossible_accounting": "harness._openai",
     "judge": "harness._openai",
     "summarize": "harness._openai",
-    "chunk_columns": "harness._chunkrows",
     "Sample": "harness._prom",
     "samples": "harness._prom",
     "CHUNKS_SCHEMA": "harness._recorder",

@@ -234,9 +234,9 @@ def _background_priority() -> None:
 
 
 class TableWriter:
-    """Buffers rows (each row's dict as given, or items that `build_items` turns into a part's
-    columns, untouched on the event loop: turning them into columns is the writer thread's work,
-    in Arrow's C++ or numpy where it can) and flushes them as parts.
+    """Buffers rows (each row's dict as given, or each call's column pieces, untouched on the
+    event loop: turning them into columns is the writer thread's work, in Arrow's C++ where it
+    can) and flushes them as parts.
 
     Not thread-safe for writers: call `append*` from one thread (the event loop). `on_error(name,
     error)` is called once, from the writer thread, when a part cannot be written.
@@ -251,10 +251,7 @@ class TableWriter:
         flush_s: float = 2.0,
         executor: ThreadPoolExecutor | None = None,
         on_error: Callable[[str, Exception], None] | None = None,
-        build_items: Callable[[list[Any]], Mapping[str, list[Any]]] | None = None,
     ) -> None:
-        """`build_items`: for `append_item`, the part's columns from the items buffered (every
-        column of the schema, as a list of pieces for `piece_array`), called in the writer thread."""
         self.folder = folder
         self.name = name
         self.schema = schema
@@ -266,8 +263,7 @@ class TableWriter:
         with open_new(self._parts_dir / "part-000000.parquet") as file:
             pq.write_table(schema.empty_table(), file, compression="none")
         self._rows: list[dict[str, Any]] = []
-        self._items: list[Any] = []
-        self._build_items = build_items
+        self._calls: list[Mapping[str, Any]] = []
         self._buffered = 0
         self._n_parts = 1
         self._last_flush = time.monotonic()
@@ -288,14 +284,12 @@ class TableWriter:
         self._buffered += 1
         self._maybe_flush()
 
-    def append_item(self, item: Any, rows: int) -> None:
-        """Buffer one item that `build_items` makes `rows` rows of (kept as given: the caller does
-        not change it afterwards). The part's columns are built once per part in the writer
-        thread, not once per item on the loop (an answer's chunks cost ~30 us built one by one,
-        and ~100 us as their own Arrow batch). A dictionary column takes its indices into its
-        values (`kind`: CHUNK_KINDS)."""
-        assert self._build_items is not None, "append_item needs build_items"
-        self._items.append(item)
+    def append_columns(self, columns: Mapping[str, Any], rows: int) -> None:
+        """Buffer `rows` rows given per column (every column of the schema) as a numpy array, a
+        list of values or `EventBodies`; they become Arrow once per part, not once per call (an
+        answer of one event cost ~100 us as its own batch). A dictionary column takes its indices
+        into its values (`kind`: CHUNK_KINDS)."""
+        self._calls.append(columns)
         self._buffered += rows
         self._maybe_flush()
 
@@ -310,24 +304,22 @@ class TableWriter:
         self._last_flush = time.monotonic()
         if not self._buffered:
             return
-        rows, items = self._rows, self._items
-        self._rows, self._items = [], []
+        rows, calls = self._rows, self._calls
+        self._rows, self._calls = [], []
         self.rows_written += self._buffered
         self._buffered = 0
         path = self._parts_dir / f"part-{self._n_parts:06d}.parquet"
         self._n_parts += 1
-        self._pending.append(self._executor.submit(self._build_and_write, rows, items, path))
+        self._pending.append(self._executor.submit(self._build_and_write, rows, calls, path))
 
-    def _build_and_write(self, rows: list[dict[str, Any]], items: list[Any], path: Path) -> None:
+    def _build_and_write(self, rows: list[dict[str, Any]], calls: list[Mapping[str, Any]], path: Path) -> None:
         """In the writer thread: the part's table from the buffers handed over, then the file."""
         tables = []
         try:
             if rows:
                 tables.append(self._rows_table(rows))
-            if items:
-                assert self._build_items is not None
-                columns = self._build_items(items)
-                tables.append(pa.table([piece_array(columns[f.name], f.type, _DICTIONARIES.get(f.name))
+            if calls:
+                tables.append(pa.table([piece_array([c[f.name] for c in calls], f.type, _DICTIONARIES.get(f.name))
                                         for f in self.schema], schema=self.schema))
         except Exception as exc:  # recorded as a part that could not be written, never raised
             self._failed(exc)

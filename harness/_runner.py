@@ -34,15 +34,15 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+import numpy as np
 import orjson
 
 from harness._checks import check_json, check_tool_call
-from harness._chunkrows import AnswerChunks
 from harness._http import Exchange
 from harness._loadspec import LoadSpec
-from harness._openai import SUCCESS_OUTCOMES, Api, StreamSummary, judge
+from harness._openai import SUCCESS_OUTCOMES, Api, ChunkKind, StreamSummary, judge
 from harness._recorder import TableWriter
-from harness._redact import scrub
+from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import Schedule
 from harness._transport import Transport
 
@@ -71,6 +71,10 @@ _BACKLOG_BYTES = 64 << 20
 _RECORD_TURN_NS = 200_000
 
 RecordText = str  # "full" | "hashes"
+_SEQ = np.arange(4096, dtype=np.int32)  # chunk numbers: an answer's are a view of these (never written to)
+_SEQ.flags.writeable = False
+# token_bearing by chunk kind, looked up in one step
+_TOKEN_BEARING = np.array([k in (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL) for k in range(128)])
 _SENDING: Mapping[str, object] = types.MappingProxyType({})  # the progress row of a request being sent
 
 
@@ -412,8 +416,7 @@ class Runner:
             )
             if summary is not None:
                 self._answer_fields(done, summary, outcome, context_tokens, row)
-                self._chunks.append_item(AnswerChunks(done.rid, ex.sse, summary.kinds, summary.n_chars, self._t0,
-                                                      self._full_text), len(summary.kinds))
+                self._chunks.append_columns(self._chunk_columns(done.rid, ex, summary), len(ex.sse))
         self._requests.append_row(row)
         self._count(row, ex, failure)
 
@@ -510,6 +513,20 @@ class Runner:
             self._c.errors += 1
         if self._progress is not None:
             self._progress.update(self._c.done, self._client.in_flight, self._c.errors, row)
+
+    def _chunk_columns(self, rid: int, ex: Exchange, summary: StreamSummary) -> dict[str, Any]:
+        """The answer's chunks rows, one piece per column (Arrow once per part, not per answer)."""
+        sse = ex.sse
+        n = len(sse)
+        kinds = np.frombuffer(summary.kinds, dtype=np.int8) if n else np.zeros(0, np.int8)
+        events = [sse.event_names.get(i) for i in range(n)] if sse.event_names else [None] * n
+        data = sse.data_piece(scrub_bytes if has_secret(sse.body()) else None) if self._full_text else [None] * n
+        request_id = np.empty(n, dtype=np.int64)
+        request_id.fill(rid)  # np.full is a Python function around these two calls
+        return {"request_id": request_id, "seq": _SEQ[:n] if n <= len(_SEQ) else np.arange(n, dtype=np.int32),
+                "recv_ns": sse.times_ns - self._t0, "kind": kinds, "token_bearing": _TOKEN_BEARING[kinds],
+                "n_chars": np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32),
+                "event": events, "data": data}
 
     def _pool_index(self, entry: int) -> int:
         """The pool index of a schedulable entry (a request, or a session's first turn)."""

@@ -39,7 +39,6 @@ from harness import (
     TelemetrySampler,
     Transport,
     WorkerShare,
-    chunk_columns,
 )
 from passport._errors import OutputFolderError
 from passport.model import RunSpec
@@ -156,8 +155,7 @@ def raw_writers(folder: Path, failed: Callable[[str, Exception], None]) -> tuple
     """The requests, chunks and telemetry writers of a run folder (or a worker's shard)."""
     try:
         return (TableWriter(folder, "requests", REQUESTS_SCHEMA, flush_rows=256, on_error=failed),
-                TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed,
-                            build_items=chunk_columns),
+                TableWriter(folder, "chunks", CHUNKS_SCHEMA, flush_rows=8192, on_error=failed),
                 TableWriter(folder, "telemetry", TELEMETRY_SCHEMA, flush_rows=1024, flush_s=5.0, on_error=failed))
     except OSError as exc:
         raise OutputFolderError(f"cannot write the raw logs in {folder} ({exc}); nothing was timed: free space "

@@ -29,7 +29,6 @@ from harness import (
     Timeouts,
     build_body,
     build_schedule,
-    chunk_columns,
     sse_events,
 )
 
@@ -57,7 +56,7 @@ def _run(tmp_path: Path, fake: FakeTransport, load: LoadSpec, pool: list[Prepare
     async def go() -> Runner:
         stop = asyncio.Event()
         requests_w = TableWriter(tmp_path, "requests", REQUESTS_SCHEMA, flush_rows=256)
-        chunks_w = TableWriter(tmp_path, "chunks", CHUNKS_SCHEMA, flush_rows=256, build_items=chunk_columns)
+        chunks_w = TableWriter(tmp_path, "chunks", CHUNKS_SCHEMA, flush_rows=256)
         runner = Runner(fake, "chat", load, schedule, pool, requests_w, chunks_w, 0, stop, progress=progress)
         if stop_after_s is not None:
             asyncio.get_running_loop().call_later(stop_after_s, stop.set)

@@ -282,7 +282,7 @@ class _CThread:
     def drain(self) -> None:
         """On the loop: the reports of sends done with that needed no wake-up (sent whole, or
         withdrawn; their slots freed by the C side), so each stamps its exchange."""
-        out, armed, free = self._drained, self._armed, self._free
+        out, armed = self._drained, self._armed
         while True:
             n = self._pp_drain(self._pacer, out, _DRAIN)
             for k in range(0, 4 * n, 4):
@@ -290,15 +290,18 @@ class _CThread:
                 send = armed.get(idx)
                 if send is None or send.gen != out[k + 1]:
                     continue
-                sent_ns = out[k + 2]
-                if sent_ns:
-                    send.fd = -1  # closed by the C thread
-                    send.sent_ns = sent_ns
-                    send.stamp(sent_ns)
-                del armed[idx]
-                free.append(idx)
+                self._done_with(idx, send, out[k + 2])
             if n < _DRAIN:
                 return
+
+    def _done_with(self, idx: int, send: PacedSend, sent_ns: int) -> None:
+        """Slot `idx` given back: `send` stamped with when the C thread wrote it (0: it did not)."""
+        if sent_ns:
+            send.fd = -1  # closed by the C thread
+            send.sent_ns = sent_ns
+            send.stamp(sent_ns)
+        del self._armed[idx]
+        self._free.append(idx)
 
     def _report(self, idx: int, gen: int) -> None:
         send = self._armed.get(idx)
@@ -306,21 +309,19 @@ class _CThread:
             return
         slot = self._slots[idx]
         state = slot.state
+        sent_ns = 0
         if state == _SENDING:  # due, and only the loop's transport can write it (TLS)
             send.sent_ns = _now()
             send.stamp(send.sent_ns)
             send.rest(send.request)
             self._stats.via_loop += 1
         elif state == _SENT:
-            send.fd = -1  # closed by the C thread
-            send.sent_ns = int(slot.sent_ns)
-            send.stamp(send.sent_ns)
+            sent_ns = int(slot.sent_ns)
             written = int(slot.written)
             if written < len(send.request):
                 send.rest(send.request[written:])
         self._lib.pp_set_state(ctypes.byref(slot), _FREE)
-        del self._armed[idx]
-        self._free.append(idx)
+        self._done_with(idx, send, sent_ns)
 
     def stop(self) -> None:
         """End the thread, withdraw what it had not sent, read its last reports."""

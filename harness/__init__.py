@@ -16,6 +16,10 @@ from typing import TYPE_CHECKING
 from passport._lazy import lazy_names
 
 if TYPE_CHECKING:
+    from harness._anthropic import (
+        ANTHROPIC_SAMPLING,
+        ANTHROPIC_VERSION,
+    )
     from harness._checks import (
         SPECIAL_TOKENS,
         check_json,
@@ -43,6 +47,14 @@ if TYPE_CHECKING:
         Endpoint,
         Exchange,
         HttpClient,
+    )
+    from harness._kinds import (
+        GENERATING_KINDS,
+        KINDS,
+        POOLING_KINDS,
+        EndpointKind,
+        judge,
+        request_body,
     )
     from harness._launcher import (
         EngineLauncher,
@@ -73,7 +85,6 @@ if TYPE_CHECKING:
         build_body,
         classify,
         impossible_accounting,
-        judge,
         summarize,
     )
     from harness._prom import (
@@ -205,6 +216,13 @@ __all__ = [
     "free_port",
     "join_parts",
     "judge",
+    "KINDS",
+    "POOLING_KINDS",
+    "GENERATING_KINDS",
+    "EndpointKind",
+    "request_body",
+    "ANTHROPIC_VERSION",
+    "ANTHROPIC_SAMPLING",
     "open_new",
     "real_dir",
     "write_new",
@@ -261,7 +279,14 @@ _HOME = {
     "build_body": "harness._openai",
     "classify": "harness._openai",
     "impossible_accounting": "harness._openai",
-    "judge": "harness._openai",
+    "judge": "harness._kinds",
+    "KINDS": "harness._kinds",
+    "POOLING_KINDS": "harness._kinds",
+    "GENERATING_KINDS": "harness._kinds",
+    "EndpointKind": "harness._kinds",
+    "request_body": "harness._kinds",
+    "ANTHROPIC_VERSION": "harness._anthropic",
+    "ANTHROPIC_SAMPLING": "harness._anthropic",
     "summarize": "harness._openai",
     "Sample": "harness._prom",
     "samples": "harness._prom",

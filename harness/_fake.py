@@ -71,7 +71,7 @@ class FakeTransport:
     async def aclose(self) -> None:
         self.closed = True
 
-    def request_bytes(self, path: str, body: bytes) -> bytes:
+    def request_bytes(self, path: str, body: bytes, content_type: str = "application/json") -> bytes:
         return f"POST {self.endpoint.base_path}{path}\n".encode() + body
 
     async def exchange(self, request: bytes, send_at_ns: int | None = None) -> Exchange:

@@ -353,7 +353,6 @@ class HttpClient:
         )
         headers = {
             "Host": endpoint.host_header,
-            "Content-Type": "application/json",
             "Accept": "text/event-stream",
             "User-Agent": "passport",
         }
@@ -413,12 +412,12 @@ class HttpClient:
         )
         return conn
 
-    def request_bytes(self, path: str, body: bytes) -> bytes:
+    def request_bytes(self, path: str, body: bytes, content_type: str = "application/json") -> bytes:
         """The full HTTP/1.1 POST for `path` (relative to the base path) with `body`."""
         return (
             f"POST {self.endpoint.base_path}{path} HTTP/1.1\r\n".encode("latin-1")
             + self._header_block
-            + f"Content-Length: {len(body)}\r\n\r\n".encode("latin-1")
+            + f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n".encode("latin-1")
             + body
         )
 

@@ -28,15 +28,12 @@ from __future__ import annotations
 
 from array import array
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import msgspec
 import orjson
 
 from harness._sse import SSEParser
-
-if TYPE_CHECKING:
-    from harness._http import Exchange
 
 __all__ = [
     "Api",
@@ -51,9 +48,13 @@ __all__ = [
     "ACCOUNTING_ERROR",
     "MAX_TOKEN_COUNT",
     "impossible_accounting",
+    "usage_count",
 ]
 
-Api = Literal["chat", "completions"]
+# The endpoint kinds (`endpoint.api`): chat and completions here; the others' bodies and parsers in
+# harness._pooling, _responses, _anthropic and _audio, and which is which in harness._kinds.
+Api = Literal["chat", "completions", "embeddings", "rerank", "score", "responses", "audio_transcriptions",
+              "anthropic_messages"]
 # interrupted: in flight when the run was stopped (Ctrl-C, SIGTERM, a full disk): the harness cut
 # it, so it is neither the server's failure nor a client error (raw data from 2026-12-04 on; earlier
 # runs recorded these as client_error "run interrupted")
@@ -74,9 +75,10 @@ class ChunkKind:
     ERROR = 5
     DONE = 6  # the [DONE] sentinel
     MALFORMED = 7  # not JSON, or JSON of an unexpected shape
+    BODY = 8  # a whole answer that is not a stream (embeddings, rerank, score), kept as one row
 
 
-CHUNK_KINDS = ("empty", "content", "reasoning", "tool_call", "usage", "error", "done", "malformed")
+CHUNK_KINDS = ("empty", "content", "reasoning", "tool_call", "usage", "error", "done", "malformed", "body")
 
 
 def build_body(
@@ -129,6 +131,16 @@ class StreamSummary:
     # tokens than the budget or the stream allow); the request is then a stream_error.
     accounting_error: str | None = None
     events_after_done: int = 0
+    # Pooling answers (harness._pooling): vectors or scores carried, the vectors' length, the
+    # scores as (document index, score) by index, and the vectors when kept for a canary.
+    n_results: int | None = None
+    dimension: int | None = None
+    scores: list[tuple[int, float]] = field(default_factory=list)
+    vectors: list[list[float]] | None = None
+    # The Responses API's id of this answer (the next turn's `previous_response_id`).
+    response_id: str | None = None
+    # The answer came as one body, not as events (its one chunks row has kind `body`).
+    whole: bool = False
 
 
 # A token count a column holds and no request reaches; beyond it (or below 0) a count is not one.
@@ -136,8 +148,9 @@ MAX_TOKEN_COUNT = 2**31 - 1
 ACCOUNTING_ERROR = "server accounting"  # how such errors start, for the validity count
 
 
-def _count(summary: StreamSummary, name: str, value: Any) -> int | None:
-    """`value` as a token count, or None (noting why in `accounting_error`) when it is not one."""
+def usage_count(summary: StreamSummary, name: str, value: Any) -> int | None:
+    """`value` (usage field `name`) as a token count, or None (noting why in `accounting_error`)
+    when it is not one."""
     if value is None:
         return None
     if type(value) is int and 0 <= value <= MAX_TOKEN_COUNT:
@@ -149,15 +162,15 @@ def _count(summary: StreamSummary, name: str, value: Any) -> int | None:
 
 
 def _usage(summary: StreamSummary, usage: dict[str, Any]) -> None:
-    summary.prompt_tokens = _count(summary, "prompt_tokens", usage.get("prompt_tokens"))
-    summary.completion_tokens = _count(summary, "completion_tokens", usage.get("completion_tokens"))
+    summary.prompt_tokens = usage_count(summary, "prompt_tokens", usage.get("prompt_tokens"))
+    summary.completion_tokens = usage_count(summary, "completion_tokens", usage.get("completion_tokens"))
     details = usage.get("completion_tokens_details")
     details = details if isinstance(details, dict) else {}
-    summary.reasoning_tokens = _count(summary, "reasoning_tokens",
+    summary.reasoning_tokens = usage_count(summary, "reasoning_tokens",
                                       usage.get("reasoning_tokens", details.get("reasoning_tokens")))
     prompt_details = usage.get("prompt_tokens_details")
     prompt_details = prompt_details if isinstance(prompt_details, dict) else {}
-    summary.cached_tokens = _count(summary, "cached_tokens", prompt_details.get("cached_tokens"))
+    summary.cached_tokens = usage_count(summary, "cached_tokens", prompt_details.get("cached_tokens"))
 
 
 def _tool_calls(summary: StreamSummary, deltas: list[_ToolCall]) -> int:
@@ -379,23 +392,3 @@ def impossible_accounting(summary: StreamSummary, max_tokens: int | None) -> str
         return (f"usage completion_tokens {completion:,} from {summary.n_token_chunks} token-bearing events of "
                 f"{chars:,} characters: more than the stream carried")
     return None
-
-
-def judge(ex: Exchange, api: Api, max_tokens_is_target: bool,
-          max_tokens: int | None = None) -> tuple[StreamSummary | None, str, str | None]:
-    """(stream summary, outcome class, error) of a finished exchange: the summary of a 200
-    stream, its class, and for HTTP errors and rejections the start of the body as the error.
-    A stream whose server accounting is impossible (`impossible_accounting`), or that sent events
-    after [DONE], is a `stream_error` saying so: its figures are not counted as a success's."""
-    summary = summarize(ex.sse, api) if ex.status == 200 else None
-    outcome, error = classify(ex.status, ex.error, ex.timeout_kind, summary, ex.sse.done, ex.sse.leftover(),
-                              max_tokens_is_target, ex.content_type)
-    if summary is not None and outcome in ("ok", "truncated"):
-        wrong = impossible_accounting(summary, max_tokens)
-        if wrong is not None:
-            outcome, error = "stream_error", f"{ACCOUNTING_ERROR}: {wrong}"
-        elif summary.events_after_done:
-            outcome, error = "stream_error", f"{summary.events_after_done} events after [DONE] (ignored)"
-    if outcome in ("http_error", "rejected") and error is None:
-        error = f"HTTP {ex.status}: {bytes(ex.error_body[:512]).decode('utf-8', 'replace')}"
-    return summary, outcome, error

@@ -48,8 +48,8 @@ __all__ = [
 ]
 
 # 2: shape, session, turn, context and response-check columns; 3: attempt, retry_of; 4: worker;
-# 5: slot_ns
-RAW_SCHEMA_VERSION = 5
+# 5: slot_ns; 6: n_inputs, n_results, embedding_dim, audio_ms (the endpoint kinds past chat)
+RAW_SCHEMA_VERSION = 6
 
 REQUESTS_SCHEMA = pa.schema(
     [
@@ -115,6 +115,12 @@ REQUESTS_SCHEMA = pa.schema(
         # raw schema 5: when an open loop's in-flight cap (load.concurrency) let a request that found
         # it full go (null: it found a slot free, or there is no cap)
         ("slot_ns", pa.int64()),
+        # raw schema 6: embeddings' inputs or rerank's/score's documents sent, the vectors or scores
+        # that came back and the vectors' length; an audio request's clip duration
+        ("n_inputs", pa.int32()),
+        ("n_results", pa.int32()),
+        ("embedding_dim", pa.int32()),
+        ("audio_ms", pa.int64()),
     ]
 )
 

@@ -39,8 +39,9 @@ import orjson
 
 from harness._checks import check_json, check_tool_call
 from harness._http import Exchange
+from harness._kinds import judge
 from harness._loadspec import LoadSpec
-from harness._openai import SUCCESS_OUTCOMES, Api, ChunkKind, StreamSummary, judge
+from harness._openai import SUCCESS_OUTCOMES, Api, ChunkKind, StreamSummary
 from harness._recorder import TableWriter
 from harness._redact import has_secret, scrub, scrub_bytes
 from harness._schedule import Schedule
@@ -128,6 +129,8 @@ class PreparedRequest:
     shape: str | None = None
     expect: ResponseExpectation | None = None
     turn: SessionTurn | None = None
+    n_inputs: int | None = None  # embeddings' inputs, or rerank's and score's documents
+    audio_ms: int | None = None  # the clip's duration, for audio transcription
     prompt_sha256: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -333,7 +336,7 @@ class Runner:
             ex = done.ex
             if turn is not None and turn.next_index >= 0 and ex is not None and done.failure is None:
                 done.judged = judge(ex, self._api, prepared.max_tokens_is_target,  # the answer is needed now
-                                    prepared.max_tokens)
+                                    prepared.max_tokens, prepared.n_inputs)
             self._queue(done)
             await self._wait_for_recorder()
             if turn is None or turn.next_index < 0 or done.judged is None or self._stop.is_set():
@@ -342,7 +345,10 @@ class Runner:
             if summary is None or outcome not in SUCCESS_OUTCOMES:
                 return  # a failed turn ends its session
             assert ex is not None
-            history = history + [turn.message, {"role": "assistant", "content": summary.content}]
+            answer = {"role": "assistant", "content": summary.content}
+            if summary.response_id is not None:  # the Responses API's, for the next turn's previous_response_id
+                answer["response_id"] = summary.response_id
+            history = history + [turn.message, answer]
             index = turn.next_index
             following = self._pool[index].turn
             assert following is not None
@@ -407,7 +413,7 @@ class Runner:
                            http_status=ex.status or None, n_chunks=len(ex.sse))
         else:
             summary, outcome, error = done.judged or judge(ex, self._api, done.prepared.max_tokens_is_target,
-                                                           done.prepared.max_tokens)
+                                                           done.prepared.max_tokens, done.prepared.n_inputs)
             row.update(
                 sent_ns=self._rel(ex.sent_ns), first_byte_ns=self._rel(ex.first_byte_ns), end_ns=self._rel(ex.end_ns),
                 connect_ns=ex.connect_ns if ex.new_connection else None, new_connection=ex.new_connection,
@@ -416,7 +422,11 @@ class Runner:
             )
             if summary is not None:
                 self._answer_fields(done, summary, outcome, context_tokens, row)
-                self._chunks.append_columns(self._chunk_columns(done.rid, ex, summary), len(ex.sse))
+                if summary.whole:
+                    row["n_chunks"] = 1
+                    self._chunks.append_columns(self._body_columns(done.rid, ex), 1)
+                else:
+                    self._chunks.append_columns(self._chunk_columns(done.rid, ex, summary), len(ex.sse))
         self._requests.append_row(row)
         self._count(row, ex, failure)
 
@@ -441,6 +451,10 @@ class Runner:
             row["prompt"] = prepared.prompt
         if prepared.shape is not None:
             row["shape"] = prepared.shape
+        if prepared.n_inputs is not None:
+            row["n_inputs"] = prepared.n_inputs
+        if prepared.audio_ms is not None:
+            row["audio_ms"] = prepared.audio_ms
         if prepared.expect is not None:
             row["check"] = prepared.expect.kind
             row["check_result"] = "not_checked"
@@ -477,13 +491,15 @@ class Runner:
             n_token_chunks=summary.n_token_chunks,
             response_sha256=hashlib.sha256(summary.content.encode()).hexdigest(), response_chars=len(summary.content),
         )
-        if self._count_tokens is not None:
+        if self._count_tokens is not None and summary.n_results is None:  # a pooling answer generates none
             row["completion_tokens_client"] = self._count_tokens(summary.content + summary.reasoning)
             if summary.reasoning:
                 row["reasoning_tokens_client"] = self._count_tokens(summary.reasoning)
             turn = prepared.turn
             if turn is not None and turn.next_index >= 0 and context_tokens is not None:
                 self._context[(done.rep, done.seq)] = context_tokens + self._count_tokens(summary.content)
+        if summary.n_results is not None:
+            row.update(n_results=summary.n_results, embedding_dim=summary.dimension)
         if summary.completion_tokens is not None:
             row["tokens_source"] = "server"
         elif row.get("completion_tokens_client") is not None:
@@ -527,6 +543,14 @@ class Runner:
                 "recv_ns": sse.times_ns - self._t0, "kind": kinds, "token_bearing": _TOKEN_BEARING[kinds],
                 "n_chars": np.frombuffer(summary.n_chars, dtype=np.int32) if n else np.zeros(0, np.int32),
                 "event": events, "data": data}
+
+    def _body_columns(self, rid: int, ex: Exchange) -> dict[str, Any]:
+        """A whole-body answer's one chunks row (kind `body`), timed at its last byte."""
+        body = ex.sse.body()
+        data = (scrub_bytes(body) if has_secret(body) else body) if self._full_text else None
+        return {"request_id": np.array([rid], np.int64), "seq": _SEQ[:1], "recv_ns": np.array([ex.end_ns - self._t0]),
+                "kind": np.array([ChunkKind.BODY], np.int8), "token_bearing": np.zeros(1, bool),
+                "n_chars": np.array([len(body)], np.int32), "event": [None], "data": [data]}
 
     def _pool_index(self, entry: int) -> int:
         """The pool index of a schedulable entry (a request, or a session's first turn)."""

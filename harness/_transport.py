@@ -31,8 +31,9 @@ class Transport(Protocol):
     async def aclose(self) -> None:
         """Fail whatever is in flight and release every connection."""
 
-    def request_bytes(self, path: str, body: bytes) -> bytes:
-        """The whole request for `path` (relative to the endpoint's base path) with `body`."""
+    def request_bytes(self, path: str, body: bytes, content_type: str = "application/json") -> bytes:
+        """The whole request for `path` (relative to the endpoint's base path) with `body` of
+        `content_type`."""
 
     async def exchange(self, request: bytes, send_at_ns: int | None = None) -> Exchange:
         """Send one prepared request (at `send_at_ns`, perf_counter_ns, when given) and wait for

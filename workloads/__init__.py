@@ -4,6 +4,7 @@ Yields a materialized, hashed request set (an Arrow table). It does not know end
 arrival times or metrics, and imports nothing else of ours.
 """
 
+from workloads._audio import SAMPLE_RATE_HZ, speechlike_clip, wav_bytes, wav_duration_ms
 from workloads._errors import TokenizerError, WorkloadError
 from workloads._formats import DEFAULT_SCHEMA, DEFAULT_TOOLS
 from workloads._images import data_url, png_bytes
@@ -18,7 +19,7 @@ from workloads._requestset import (
     materialize,
     table_sha256,
 )
-from workloads._spec import PRESETS_DIR, WorkloadSpec, preset_lines, preset_names
+from workloads._spec import PRESETS_DIR, AudioSpec, DocumentsSpec, WorkloadSpec, preset_lines, preset_names
 from workloads._synthetic import corpus_text, synthesize_prompt
 from workloads._tokenizer import (
     LoadedTokenizer,
@@ -31,6 +32,12 @@ from workloads._tokenizer import (
 from workloads._yaml import MAX_YAML_NODES, load_yaml
 
 __all__ = [
+    "AudioSpec",
+    "DocumentsSpec",
+    "SAMPLE_RATE_HZ",
+    "speechlike_clip",
+    "wav_bytes",
+    "wav_duration_ms",
     "load_yaml",
     "MAX_YAML_NODES",
     "DEFAULT_SCHEMA",

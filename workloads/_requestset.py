@@ -222,11 +222,63 @@ def _plain(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int) ->
     return pa.table(columns, schema=SHARED_PREFIX_SCHEMA if shared else REQUEST_SET_SCHEMA)
 
 
+def _pooled(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int, shape: str | None) -> pa.Table:
+    """`n` requests that each carry several texts or a clip, in the extended layout, their
+    fields in `body_json`: embeddings' `input` (a batch of `inputs_per_request` texts of
+    `input_tokens` each), rerank's and score's `query` (of `input_tokens`) and `documents`, or
+    an audio request's `audio` (`{"duration_ms", "seed"}` of a generated clip, or `{"file"}`).
+    `prompt` is the texts joined by blank lines (a clip's description for audio), and the
+    token targets and counts are their sums."""
+    lengths_rng, text_rng, count_rng = (np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(3))
+    outputs = spec.output_tokens.sample(lengths_rng, n)
+    cols: dict[str, list[Any]] = {name: [] for name in EXTENDED_SCHEMA.names}
+    audio, documents = spec.audio, spec.documents
+    if audio is not None:
+        durations = audio.duration_dist().sample(lengths_rng, n)
+        seeds = count_rng.integers(0, 2**31 - 1, size=n)
+    for row in range(n):
+        if audio is not None:
+            if audio.files:
+                path = audio.files[row % len(audio.files)]
+                body: dict[str, Any] = {"audio": {"file": path}}
+                prompt = f"audio file {path}"
+            else:
+                ms = max(100, int(round(float(durations[row]) * 1000)))
+                body = {"audio": {"duration_ms": ms, "seed": int(seeds[row])}}
+                prompt = f"audio clip {ms} ms seed {int(seeds[row])}"
+            target = count = 0
+        else:
+            if documents is not None:
+                query_target = int(spec.input_tokens.sample(lengths_rng, 1)[0])
+                k = int(documents.count_dist().sample(count_rng, 1)[0])
+                targets = [query_target, *documents.tokens.sample(lengths_rng, k).tolist()]
+            else:
+                k = int(spec.inputs_dist().sample(count_rng, 1)[0])
+                targets = spec.input_tokens.sample(lengths_rng, k).tolist()
+            drawn = [synthesize_prompt(tokenizer.tokenizer, text_rng, int(t), spec.text) for t in targets]
+            texts = [text for text, _ in drawn]
+            body = ({"query": texts[0], "documents": texts[1:]} if documents is not None else {"input": texts})
+            prompt = "\n\n".join(texts)
+            target, count = int(sum(targets)), int(sum(c for _, c in drawn))
+        cols["request_index"].append(row)
+        cols["prompt"].append(prompt)
+        cols["input_tokens_target"].append(target)
+        cols["input_tokens_client"].append(count if tokenizer.exact and audio is None else None)
+        cols["output_tokens_target"].append(int(outputs[row]))
+        cols["shape"].append(shape or ("audio" if audio else "documents" if documents else "inputs"))
+        cols["body_json"].append(orjson.dumps(body, option=orjson.OPT_SORT_KEYS).decode())
+        for name in ("prefix_group", "images_json", "session", "turn", "think_time_s", "timestamp_s", "session_id"):
+            cols[name].append(None)
+    return pa.table(cols, schema=EXTENDED_SCHEMA)
+
+
 def _extended(spec: WorkloadSpec, n: int, tokenizer: LoadedTokenizer, seed: int, shape: str | None) -> pa.Table:
     """`n` entries of a single-shape workload in the extended layout (sessions expand to turns).
 
     Each aspect draws from its own seeded stream, so changing one (say, the tools share) leaves
     the prompts and lengths of the others as they were."""
+    if spec.pooled:
+        return _pooled(spec, n, tokenizer, seed, shape)
     if spec.source is not None or (spec.shared_prefix is not None and not spec.extended):
         base = _imported(spec, n, tokenizer, seed) if spec.source is not None else _plain(spec, n, tokenizer, seed)
         return _to_extended(base, shape or _shape_of(spec, False, False, False))

@@ -23,7 +23,8 @@ from workloads._tokenizer import in_cache
 from workloads._yaml import load_yaml
 
 __all__ = ["WorkloadSpec", "SharedPrefixSpec", "SessionSpec", "DurationDist", "StructuredOutputSpec",
-           "ToolsSpec", "ImagesSpec", "MixComponent", "PRESETS_DIR", "preset_names", "preset_lines"]
+           "ToolsSpec", "ImagesSpec", "MixComponent", "DocumentsSpec", "AudioSpec", "PRESETS_DIR", "preset_names",
+           "preset_lines"]
 
 PRESETS_DIR = Path(__file__).resolve().parent / "presets"
 
@@ -175,6 +176,34 @@ class ImagesSpec(BaseModel):
         return [(int(w), int(h)) for w, h in (s.lower().split("x") for s in self.sizes)]
 
 
+class DocumentsSpec(BaseModel):
+    """Rerank and score: each request is a query of `input_tokens` tokens and `count` documents
+    of `tokens` tokens each (both drawn per request)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    count: LengthDist | int = Field(8, description="Documents per request: a number or a length distribution.")
+    tokens: LengthDist = Field(default_factory=lambda: LengthDist(dist="fixed", value=128),
+                               description="Tokens of each document.")
+
+    def count_dist(self) -> LengthDist:
+        return self.count if isinstance(self.count, LengthDist) else LengthDist(dist="fixed", value=self.count)
+
+
+class AudioSpec(BaseModel):
+    """Audio transcription: each request sends one clip, generated (a speech-like signal of a
+    drawn duration, see `_audio.py`) or, with `files`, your WAV files taken in turn."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    duration_s: DurationDist | float = Field(5.0, description="Generated clips: their duration in s (0.1 to 600).")
+    files: list[str] = Field(default_factory=list, description="WAV files to send instead, in turn.")
+
+    def duration_dist(self) -> DurationDist:
+        d = self.duration_s
+        return d if isinstance(d, DurationDist) else DurationDist(dist="fixed", value=float(d))
+
+
 class WorkloadSpec(BaseModel):
     """What is sent: prompt lengths, output budgets, tokenizer, seed and the traffic shape.
 
@@ -219,6 +248,11 @@ class WorkloadSpec(BaseModel):
     images: ImagesSpec | None = Field(None, description="Images in the user message (chat API).")
     mix: list[MixComponent] | None = Field(
         None, description="A weighted mix of workloads; the other shape fields then stay unset.")
+    inputs_per_request: LengthDist | int = Field(
+        1, description="Embeddings: inputs per request (a batch), each of input_tokens tokens.")
+    documents: DocumentsSpec | None = Field(
+        None, description="Rerank and score: documents per request and their length; input_tokens is the query's.")
+    audio: AudioSpec | None = Field(None, description="Audio transcription: the clips sent.")
 
     @field_validator("tokenizer")
     @classmethod
@@ -242,6 +276,23 @@ class WorkloadSpec(BaseModel):
             names = [c.name for c in self.mix]
             if len(set(names)) != len(names):
                 raise ValueError(f"mix component names must be distinct (got {names})")
+        pooled = [name for name in ("documents", "audio") if getattr(self, name) is not None] + (
+            ["inputs_per_request"] if self.inputs_per_request != 1 else [])
+        if pooled:
+            other = [name for name in ("shared_prefix", "source", "sessions", "structured_output", "tools", "images",
+                                       "mix") if getattr(self, name) is not None]
+            if other or len(pooled) > 1:
+                raise ValueError(f"workload {' and '.join(pooled)} make their own requests; "
+                                 f"{', '.join(other + pooled[1:])} do not go with {pooled[0]}")
+        for name, count in (("inputs_per_request", self.inputs_per_request),
+                            ("documents.count", self.documents.count if self.documents else 1)):
+            if isinstance(count, int) and not 1 <= count <= 4096:
+                raise ValueError(f"{name}: {count} is outside 1 to 4096")
+        if self.audio is not None:
+            low = self.audio.duration_dist()
+            for value in (low.value, low.low, low.high, low.mean):
+                if value is not None and not 0.1 <= value <= 600:
+                    raise ValueError(f"audio.duration_s: {value} is outside 0.1 to 600 s")
         if self.source is not None:
             other = [name for name in ("shared_prefix", "sessions", "structured_output", "tools", "images")
                      if getattr(self, name) is not None] + (["text"] if self.text != "words" else [])
@@ -254,7 +305,16 @@ class WorkloadSpec(BaseModel):
     def extended(self) -> bool:
         """True when the materialized table needs the extended columns (see _requestset)."""
         return bool(self.mix or self.sessions or self.structured_output or self.tools or self.images
-                    or self.text != "words")
+                    or self.text != "words" or self.pooled)
+
+    @property
+    def pooled(self) -> bool:
+        """True when each request carries several inputs, documents or a clip (see _requestset)."""
+        return bool(self.documents or self.audio or self.inputs_per_request != 1)
+
+    def inputs_dist(self) -> LengthDist:
+        n = self.inputs_per_request
+        return n if isinstance(n, LengthDist) else LengthDist(dist="fixed", value=n)
 
     def needs_chat(self) -> list[str]:
         """The shapes here (and in mix components) that only the chat API can carry."""

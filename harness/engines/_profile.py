@@ -11,13 +11,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from harness._control import ControlClient
+from harness._openai import Api
 
 __all__ = ["EngineProfile", "ProbeContext", "TokenizeRoute", "PrefixCacheRecord", "StructuredForm", "Api"]
 
-Api = Literal["chat", "completions"]
 # (body fields asking for JSON under a schema, a short name of that form for the protocol)
 StructuredForm = tuple[dict[str, Any], str]
 # The protocol's record of a prefix-cache reset: enforced, method, and a reason when it fell back.

@@ -24,7 +24,7 @@ from passport._errors import SpecError
 from passport._input import read_bounded
 from passport.audit._declared import parse_discard_rule, parse_slo
 from passport.audit._units import parse_duration_s
-from workloads import WorkloadSpec, in_cache, load_yaml
+from workloads import AudioSpec, DocumentsSpec, WorkloadSpec, in_cache, load_yaml
 
 __all__ = ["RunSpec", "EndpointSpec", "EngineSpec", "DecodingSpec", "ValiditySpec",
            "AccuracySpec", "AccuracySetSpec", "TimeoutSpec", "LimitsSpec",
@@ -57,7 +57,10 @@ class EndpointSpec(_Strict):
             raise ValueError("its port must be a number from 1 to 65535")
         return value
 
-    api: Literal["chat", "completions"] = Field("chat", description="chat | completions.")
+    api: Literal["chat", "completions", "responses", "anthropic_messages", "audio_transcriptions", "embeddings",
+                 "rerank", "score"] = Field(
+        "chat", description="The endpoint kind: chat | completions | responses | anthropic_messages | "
+                            "audio_transcriptions | embeddings | rerank | score.")
     model: str = Field("auto", description="Model id; auto = the first id from /v1/models.")
     api_key_env: str | None = Field(None, description="Name of the environment variable holding the key.")
     ca_file: str | None = Field(None, description="https: PEM file of CAs to trust instead of the system's.")
@@ -424,12 +427,35 @@ class RunSpec(_Strict):
                 "endpoint.base_url is required (or declare engine.launch, or pass --endpoint URL)"
             )
         chat_only = self.workload.needs_chat()
-        if self.endpoint.api == "completions" and chat_only:
-            raise ValueError(f"workload {', '.join(chat_only)} need the chat API (messages); set endpoint.api: chat")
+        api = self.endpoint.api
+        if api in ("completions", "audio_transcriptions", "embeddings", "rerank", "score") and chat_only:
+            raise ValueError(f"workload {', '.join(chat_only)} need messages (the chat, responses or "
+                             f"anthropic_messages API); endpoint.api is {api}")
+        self._kind_workload(api)
         if self.load.pattern == "trace" and (self.workload.source is None or self.workload.mix is not None):
             raise ValueError("load.pattern: trace replays an imported log's timestamps; set workload.source "
                              "(not a mix)")
         return self
+
+
+    def _kind_workload(self, api: str) -> None:
+        """Each kind's workload: documents for rerank and score, a clip for audio (the defaults
+        when not declared), batches only for embeddings; one kind's fields refused on another."""
+        w = self.workload
+        if w.mix is not None and api not in ("chat", "completions", "responses", "anthropic_messages"):
+            raise ValueError(f"workload.mix is for the text-generating APIs; endpoint.api {api} takes one workload")
+        if api in ("rerank", "score") and w.documents is None:
+            w.documents = DocumentsSpec()
+        if api == "audio_transcriptions" and w.audio is None:
+            w.audio = AudioSpec()
+        wrong = [name for name, ok in (("documents", api in ("rerank", "score")),
+                                       ("audio", api == "audio_transcriptions"),
+                                       ("inputs_per_request", api == "embeddings"))
+                 if not ok and (getattr(w, name) is not None if name != "inputs_per_request"
+                                else w.inputs_per_request != 1)]
+        if wrong:
+            raise ValueError(f"workload.{wrong[0]} does not apply to endpoint.api {api} (documents: rerank and "
+                             "score; audio: audio_transcriptions; inputs_per_request: embeddings)")
 
 
 def _field_names(model: type[BaseModel], loc: tuple[str | int, ...]) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import (
+    ANTHROPIC_VERSION,
     ControlClient,
     Endpoint,
     EndpointError,
@@ -29,13 +30,16 @@ __all__ = ["Access", "access", "auth_headers", "model_of", "engine_launcher"]
 
 def auth_headers(spec: RunSpec) -> dict[str, str]:
     """The Authorization header: a Bearer key from `endpoint.api_key_env`, else Basic from
-    credentials in the base URL (`user:key@host`). Each secret is registered for scrubbing."""
+    credentials in the base URL (`user:key@host`); for Anthropic Messages the key goes as
+    `x-api-key`, with `anthropic-version`. Each secret is registered for scrubbing."""
     if spec.endpoint.api_key_env:
         key = os.environ.get(spec.endpoint.api_key_env)
         if not key:
             raise SpecError(f"endpoint.api_key_env names {spec.endpoint.api_key_env!r}, which is not set; "
                             f"export {spec.endpoint.api_key_env}=<your key> and run again")
         register_secret(key)
+        if spec.endpoint.api == "anthropic_messages":
+            return {"x-api-key": key, "anthropic-version": ANTHROPIC_VERSION}
         return {"Authorization": f"Bearer {key}"}
     if spec.endpoint.base_url:
         _, user, password = strip_userinfo(spec.endpoint.base_url)
@@ -44,7 +48,7 @@ def auth_headers(spec: RunSpec) -> dict[str, str]:
             for secret in (token, password, f"{user}:{password}"):
                 register_secret(secret)
             return {"Authorization": f"Basic {token}"}
-    return {}
+    return {"anthropic-version": ANTHROPIC_VERSION} if spec.endpoint.api == "anthropic_messages" else {}
 
 
 @dataclass(frozen=True)

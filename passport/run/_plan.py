@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from harness import Schedule, build_schedule, engines, open_new, scrub_json
+from harness import ANTHROPIC_SAMPLING, POOLING_KINDS, Schedule, build_schedule, engines, open_new, scrub_json
 from passport.audit import DECLARED_FILE, write_declared
 from passport.model import DeclaredInfo, RunSpec, SourcedValue
 from workloads import LoadedTokenizer, RequestSet, entry_rows, is_tokenizer_folder, materialize
@@ -38,8 +38,14 @@ _OPEN_ENGINE_ONLY = ("top_k",)
 
 
 def request_params(spec: RunSpec, engine: str | None) -> tuple[dict[str, Any], bool]:
-    """(body fields sent with every request, whether max_tokens is the output *target*)."""
+    """(body fields sent with every request, whether max_tokens is the output *target*).
+    Pooling kinds (embeddings, rerank, score) sample nothing: only decoding.extra goes. Anthropic
+    Messages takes only its own sampling fields. ignore_eos goes to chat and completions as the
+    engine honours it (auto), and to the other kinds only when declared."""
     d = spec.decoding
+    api = spec.endpoint.api
+    if api in POOLING_KINDS:
+        return dict(d.extra), False
     params = dict(_PRESETS[d.preset])
     found = engines.profile(engine)
     if found is not None and found.openai_params_only:
@@ -48,8 +54,10 @@ def request_params(spec: RunSpec, engine: str | None) -> tuple[dict[str, Any], b
         value = getattr(d, key)
         if value is not None:
             params[key] = value
-    honoured = found is not None and found.ignore_eos
+    honoured = found is not None and found.ignore_eos and api in ("chat", "completions")
     ignore_eos = honoured if d.ignore_eos == "auto" else bool(d.ignore_eos)
+    if api == "anthropic_messages":
+        params = {k: v for k, v in params.items() if k in ANTHROPIC_SAMPLING}
     if ignore_eos:
         params["ignore_eos"] = True
     params.update(d.extra)

@@ -8,12 +8,37 @@ from typing import Any
 
 import orjson
 
-from harness import PreparedRequest, ResponseExpectation, SessionTurn, Transport, build_body
+from harness import KINDS, PreparedRequest, ResponseExpectation, SessionTurn, Transport, request_body
 from harness.engines import structured_fields
+from passport._errors import SpecError
 from passport.model import RunSpec
-from workloads import RequestSet, data_url
+from workloads import RequestSet, data_url, speechlike_clip, wav_duration_ms
 
-__all__ = ["build_pool"]
+__all__ = ["build_pool", "audio_clip"]
+
+_AUDIO_FILE_BYTES = 256 << 20  # a user's clip larger than this is refused (a transcription API takes 25 MiB)
+
+
+def audio_clip(audio: dict[str, Any]) -> tuple[bytes, int]:
+    """(WAV bytes, duration in ms) of a request set's `audio` field: a generated clip, or a file
+    (refused with the fix when it cannot be read or is not a PCM WAV)."""
+    if "file" not in audio:
+        ms = int(audio["duration_ms"])
+        return speechlike_clip(ms, int(audio["seed"])), ms
+    path = str(audio["file"])
+    try:
+        with open(path, "rb") as file:
+            clip = file.read(_AUDIO_FILE_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"workload.audio.files: cannot read {path}: {exc.strerror}; give the path of a WAV file") \
+            from None
+    if len(clip) > _AUDIO_FILE_BYTES:
+        raise SpecError(f"workload.audio.files: {path} is over {_AUDIO_FILE_BYTES >> 20} MiB; cut it shorter")
+    try:
+        return clip, wav_duration_ms(clip)
+    except ValueError as exc:
+        raise SpecError(f"workload.audio.files: {path} is not a PCM WAV file ({exc}); convert it, e.g. "
+                        f"ffmpeg -i IN -ar 16000 -ac 1 OUT.wav") from None
 
 
 def _user_content(prompt: str, images_json: str | None) -> str | list[dict[str, Any]]:
@@ -48,7 +73,7 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: Transport, model_
     Structured-output and tool requests are sent without `ignore_eos` (the answer must be free to
     end) and their max_tokens is a cap; their answers are checked after the fact."""
     api = spec.endpoint.api
-    path = "/chat/completions" if api == "chat" else "/completions"
+    path = KINDS[api].path
     wl = request_set.table.to_pydict()
     n = len(wl["prompt"])
     none: list[Any] = [None] * n
@@ -80,16 +105,23 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: Transport, model_
 
             def build(history: list[dict[str, Any]], body: dict[str, Any] = body, message: dict[str, Any] = message,
                       prompt: str = prompt, out: int = out, sent: dict[str, Any] = sent_params) -> bytes:
-                return client.request_bytes(path, build_body(api, model_id, prompt, out, sent,
-                                                              body | {"messages": history + [message]}))
+                own = body | {"messages": history + [message]}
+                if history and history[-1].get("response_id"):  # the Responses API holds the conversation
+                    own["previous_response_id"] = history[-1]["response_id"]
+                return client.request_bytes(path, *request_body(api, model_id, prompt, out, sent, own))
             turn = SessionTurn(session=int(sessions[i]), turn=int(turns[i]), turns=session_turns[sessions[i]],
                                next_index=-1 if last else i + 1,
                                think_ns=int(round((thinks[i] or 0.0) * 1e9)), message=message, build=build)
         later_turn = turn is not None and turn.turn > 0  # its bytes are built from the answers, at send time
+        audio_ms = None
+        if "audio" in body:
+            body["clip"], audio_ms = audio_clip(body.pop("audio"))
+        n_inputs = len(body.get("input") or body.get("documents") or []) or None
         pool.append(PreparedRequest(
             request=b"" if later_turn else client.request_bytes(
-                path, build_body(api, model_id, prompt, out, sent_params, body or None)),
+                path, *request_body(api, model_id, prompt, out, sent_params, body or None)),
             prompt=prompt, max_tokens=out, max_tokens_is_target=is_target,
             input_tokens_target=wl["input_tokens_target"][i], input_tokens_client=wl["input_tokens_client"][i],
-            output_tokens_target=out, shape=shapes[i], expect=expect, turn=turn))
+            output_tokens_target=out, shape=shapes[i], expect=expect, turn=turn, n_inputs=n_inputs,
+            audio_ms=audio_ms))
     return pool, form_used

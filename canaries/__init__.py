@@ -36,7 +36,7 @@ from canaries._sets import (
     load_accuracy_set,
     read_jsonl_set,
 )
-from canaries._suite import KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
+from canaries._suite import CASE_APIS, KINDS, SUITES_DIR, CanaryError, CaseSpec, Suite, bundled_suites, load_suite
 
 __all__ = [
     "AccuracyItem",
@@ -55,6 +55,7 @@ __all__ = [
     "Check",
     "GREEDY",
     "KINDS",
+    "CASE_APIS",
     "SPECIAL_TOKENS",
     "SUITES_DIR",
     "SandboxResult",

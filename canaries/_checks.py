@@ -9,6 +9,7 @@ they are classified from the outcome (`rejection`, `error`).
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -32,6 +33,8 @@ class Answer:
     prompt_tokens: int | None
     completion_tokens: int | None
     n_token_chunks: int
+    vectors: list[list[float]] | None = None  # embedding cases: each input's vector, in order sent
+    scores: list[tuple[int, float]] | None = None  # rerank cases: (document index, score) by index
 
 
 @dataclass(frozen=True)
@@ -151,8 +154,90 @@ def _accounting(case: CaseSpec, a: Answer) -> Check:
     return _ok("length, usage and stop behaviour as expected", expected, actual)
 
 
+def _cosine(a: list[float], b: list[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b))
+    norm = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return dot / norm if norm else 0.0
+
+
+def _embedding(case: CaseSpec, a: Answer) -> Check:
+    vectors = a.vectors or []
+    need = 2 if case.kind == "embedding_deterministic" else 1 + len(case.inputs or [])
+    if len(vectors) != need:
+        return _fail("wrong_answer", f"{len(vectors)} vectors came back for {need} inputs", f"{need} vectors",
+                     str(len(vectors)))
+    if case.kind == "embedding_deterministic":
+        least = float(case.expect.get("min_cosine", 0.9999))
+        cos = _cosine(vectors[0], vectors[1])
+        if cos < least:
+            return _fail("wrong_answer", f"the same input embedded twice: cosine {cos:.6f}", f"cosine >= {least}",
+                         f"{cos:.6f}")
+        return _ok(f"the same input embedded twice: cosine {cos:.6f}", f"cosine >= {least}", f"{cos:.6f}")
+    if case.kind == "embedding_semantic":
+        margin = float(case.expect.get("margin", 0.0))
+        near, far = _cosine(vectors[0], vectors[1]), _cosine(vectors[0], vectors[2])
+        actual = f"paraphrase {near:.4f}, unrelated {far:.4f}"
+        expected = f"paraphrase closer than unrelated by more than {margin}"
+        if near - far <= margin:
+            return _fail("wrong_answer", f"the paraphrase is not closer than the unrelated text ({actual})",
+                         expected, actual)
+        return _ok(f"the paraphrase is closer ({actual})", expected, actual)
+    dims = sorted({len(v) for v in vectors})
+    norms = [math.sqrt(sum(x * x for x in v)) for v in vectors]
+    actual = f"dimension {dims[0] if len(dims) == 1 else dims}, lengths {min(norms):.4f}..{max(norms):.4f}"
+    want = case.expect.get("dimension")
+    normalized = case.expect.get("normalized")
+    expected = ", ".join(["one dimension"] + ([f"dimension {want}"] if want is not None else [])
+                         + ([f"normalized {normalized}"] if normalized is not None else []))
+    problems = []
+    if len(dims) != 1:
+        problems.append(f"inputs of different lengths gave vectors of lengths {dims}")
+    elif want is not None and dims[0] != int(want):
+        problems.append(f"dimension {dims[0]}, expected {want}")
+    unit = all(abs(n - 1.0) <= 1e-3 for n in norms)
+    if normalized is not None and unit != bool(normalized):
+        problems.append("vectors are " + ("" if unit else "not ") + "normalised to length 1, "
+                        f"expected {'' if normalized else 'not '}normalised")
+    if problems:
+        return _fail("wrong_answer", "; ".join(problems), expected, actual)
+    return _ok(f"vectors as declared ({actual})", expected, actual)
+
+
+def _rerank(case: CaseSpec, a: Answer) -> Check:
+    scores = a.scores or []
+    first = int(case.expect.get("first", 0))
+    expected = f"document {first} ranked first of {len(case.inputs or [])}"
+    if len(scores) != len(case.inputs or []):
+        return _fail("wrong_answer", f"{len(scores)} scores for {len(case.inputs or [])} documents", expected,
+                     str(len(scores)))
+    best = max(scores, key=lambda pair: pair[1])
+    actual = ", ".join(f"{i}: {s:.4f}" for i, s in scores)
+    if best[0] != first:
+        return _fail("wrong_answer", f"document {best[0]} ranked first, not {first}", expected, actual)
+    return _ok(f"document {first} ranked first", expected, actual)
+
+
+def _transcript(case: CaseSpec, a: Answer) -> Check:
+    want = case.expect.get("contains")
+    if want is None:
+        expected = "a complete transcription (the clip carries no words to check)"
+        return _ok("the clip was transcribed to a complete answer", expected, _short(a.content))
+    heard = " ".join(_WORD.findall(a.content.lower()))
+    said = " ".join(_WORD.findall(str(want).lower()))
+    if said not in heard:
+        return _fail("wrong_answer", f"the transcript does not contain {want!r}", f"contains {want!r}",
+                     _short(a.content))
+    return _ok(f"the transcript contains {want!r}", f"contains {want!r}", _short(a.content))
+
+
 def check(case: CaseSpec, a: Answer) -> Check:
     """The verdict for one case's answer."""
+    if case.kind.startswith("embedding_"):
+        return _embedding(case, a)
+    if case.kind == "rerank_order":
+        return _rerank(case, a)
+    if case.kind == "transcript":
+        return _transcript(case, a)
     if case.kind == "exact":
         return _exact(case, a)
     if case.kind == "json":

@@ -20,15 +20,30 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from canaries._checks import Answer, Check, check
-from canaries._suite import CaseSpec, Suite
-from harness import SUCCESS_OUTCOMES, Api, Exchange, HttpClient, StreamSummary, judge, scrub
+from canaries._suite import CanaryError, CaseSpec, Suite
+from harness import (
+    ANTHROPIC_SAMPLING,
+    JSON,
+    KINDS,
+    SUCCESS_OUTCOMES,
+    Api,
+    Exchange,
+    HttpClient,
+    StreamSummary,
+    judge,
+    parse_pooling,
+    request_body,
+    scrub,
+)
 from harness.engines import structured_fields
-from workloads import corpus_text
+from workloads import corpus_text, speechlike_clip
 
 __all__ = ["CaseResult", "run_suite", "run_case", "send_body", "write_results",
            "CANARIES_SCHEMA", "long_context_prompt", "GREEDY"]
 
 GREEDY: dict[str, Any] = {"temperature": 0.0, "seed": 42}
+POOLED_CASES = ("embedding_deterministic", "embedding_semantic", "embedding_shape", "rerank_order", "transcript")
+_RAW_BODY_BYTES = 64 << 10  # of a whole answer (embeddings run long), kept in canaries.parquet
 _FILLER = corpus_text().split()
 
 CANARIES_SCHEMA = pa.schema([
@@ -91,21 +106,22 @@ def long_context_prompt(case: CaseSpec) -> str:
 
 
 def _body(case: CaseSpec, api: Api, model: str, messages: list[dict[str, Any]] | None,
-          prompt: str | None, engine: str | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model}
-    if api == "chat":
-        body["messages"] = messages if messages is not None else [{"role": "user", "content": prompt or ""}]
-    else:
-        body["prompt"] = prompt or ""
-    body.update(max_tokens=case.max_tokens, stream=True, stream_options={"include_usage": True}, **GREEDY)
+          prompt: str | None, engine: str | None) -> tuple[bytes, str]:
+    """(body, Content-Type) of a text case in `api`'s own form (harness.request_body): greedy
+    sampling (Anthropic's own fields only), a JSON case's schema, a tool case's tools."""
+    own: dict[str, Any] = {}
+    if api != "completions" and messages is not None:
+        own["messages"] = messages
     if case.kind == "json":
-        body.update(structured_fields(case.schema_ or {}, engine, api)[0])
+        own.update(structured_fields(case.schema_ or {}, engine, api)[0])
     if case.kind == "tool":
-        body["tools"] = case.tools
+        own["tools"] = case.tools
         if case.tool_choice is not None:
-            body["tool_choice"] = case.tool_choice
-    body.update(case.params)
-    return body
+            own["tool_choice"] = case.tool_choice
+    params = {**GREEDY, **case.params}
+    if api == "anthropic_messages":
+        params = {k: v for k, v in params.items() if k in ANTHROPIC_SAMPLING or k in case.params}
+    return request_body(api, model, prompt or "", case.max_tokens, params, own)
 
 
 def _transcript(turns: list[tuple[str, str]], question: str) -> str:
@@ -114,43 +130,102 @@ def _transcript(turns: list[tuple[str, str]], question: str) -> str:
     return "\n".join(lines + [f"User: {question}\nAssistant:"])
 
 
-async def send_body(client: HttpClient, path: str, body: dict[str, Any],
-                api: Api) -> tuple[Exchange, StreamSummary | None, str, str | None]:
-    """One request as the runner sends it: (exchange, stream summary, outcome class, error)."""
-    ex = await client.exchange(client.request_bytes(path, orjson.dumps(body)))
+async def send_body(client: HttpClient, path: str, body: dict[str, Any] | tuple[bytes, str],
+                    api: Api) -> tuple[Exchange, StreamSummary | None, str, str | None]:
+    """One request as the runner sends it: (exchange, stream summary, outcome class, error);
+    `body` is JSON to encode, or (bytes, Content-Type) already built."""
+    raw, content_type = body if isinstance(body, tuple) else (orjson.dumps(body), JSON)
+    ex = await client.exchange(client.request_bytes(path, raw, content_type))
     return (ex, *judge(ex, api, False))
+
+
+def _logged(body: tuple[bytes, str]) -> Any:
+    """A sent body as canaries.parquet keeps it: the JSON, or a multipart body's size."""
+    raw, content_type = body
+    if content_type == JSON:
+        return orjson.loads(raw)
+    return {"content_type": content_type.partition(";")[0], "bytes": len(raw)}
+
+
+def _clip(case: CaseSpec, source: str | None) -> bytes:
+    """A transcript case's WAV: its file (relative to the suite's), or a generated clip."""
+    if case.audio_file is None:
+        return speechlike_clip(int(case.audio_s * 1000), 7)
+    path = Path(case.audio_file).expanduser()
+    if not path.is_absolute() and source is not None:
+        path = Path(source).parent / path
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise CanaryError(f"case {case.id!r}: cannot read audio_file {path}: {exc.strerror}") from None
+
+
+async def _pooled_case(client: HttpClient, case: CaseSpec, model: str, api: Api, source: str | None,
+                       bodies: list[Any]) -> tuple[Exchange, StreamSummary | None, str, str | None, Answer | None]:
+    """The requests of an embedding, rerank or transcript case, and what they answered."""
+    path = KINDS[api].path
+    vectors: list[list[float]] = []
+    if case.kind == "transcript":
+        sent = request_body(api, model, "", case.max_tokens, dict(case.params), {"clip": _clip(case, source)})
+        requests = [sent]
+    elif api == "embeddings":
+        texts = [case.prompt or ""] + list(case.inputs or [])
+        requests = [request_body(api, model, "", 0, dict(case.params), {"input": [t]}) for t in texts[:1] * 2] \
+            if case.kind == "embedding_deterministic" else [request_body(api, model, "", 0, dict(case.params),
+                                                                         {"input": texts})]
+    else:
+        requests = [request_body(api, model, "", 0, dict(case.params),
+                                 {"query": case.prompt or "", "documents": list(case.inputs or [])})]
+    for sent in requests:
+        bodies.append(_logged(sent))
+        ex, summary, outcome, error = await send_body(client, path, sent, api)
+        if outcome not in SUCCESS_OUTCOMES or summary is None:
+            return ex, summary, outcome, error, None
+        if api == "embeddings":
+            vectors += parse_pooling(ex.sse.body(), api, vectors=True).vectors or []
+    assert summary is not None  # every request answered
+    answer = Answer(summary.content, summary.reasoning, summary.tool_calls, summary.finish_reason,
+                    summary.prompt_tokens, summary.completion_tokens, summary.n_token_chunks,
+                    vectors=vectors, scores=list(summary.scores))
+    return ex, summary, outcome, error, answer
 
 
 async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str, api: Api, t0_ns: int,
                     phase: str, engine: str | None = None) -> CaseResult:
     """One case, sent as the runner sends requests; `engine` picks its structured-output field."""
     api = api if case.api == "auto" else case.api
-    path = "/chat/completions" if api == "chat" else "/completions"
-    bodies: list[dict[str, Any]] = []
+    path = KINDS[api].path
+    bodies: list[Any] = []
     start = time.perf_counter_ns()
-    if case.kind == "multi_turn":
+    pooled: Answer | None = None
+    if case.kind in POOLED_CASES:
+        ex, summary, outcome, error, pooled = await _pooled_case(client, case, model, api, suite.source, bodies)
+    elif case.kind == "multi_turn":
         turns = case.turns or []
         history: list[tuple[str, str]] = []
         messages: list[dict[str, Any]] = list(case.messages or [])
         for i, turn in enumerate(turns):
             messages.append({"role": "user", "content": turn})
-            body = _body(case, api, model, list(messages), _transcript(history, turn), engine)
-            bodies.append(body)
-            ex, summary, outcome, error = await send_body(client, path, body, api)
+            sent = _body(case, api, model, list(messages), _transcript(history, turn), engine)
+            bodies.append(_logged(sent))
+            ex, summary, outcome, error = await send_body(client, path, sent, api)
             if outcome not in SUCCESS_OUTCOMES or summary is None or i == len(turns) - 1:
                 break
             history.append((turn, summary.content))
             messages.append({"role": "assistant", "content": summary.content})
     else:
         prompt = long_context_prompt(case) if case.kind == "long_context" else case.prompt
-        body = _body(case, api, model, case.messages, prompt, engine)
-        bodies.append(body)
-        ex, summary, outcome, error = await send_body(client, path, body, api)
-    raw = (b"\n".join(bytes(p) for p in ex.sse.payloads) if summary is not None else bytes(ex.error_body)).decode(
-        "utf-8", "replace")
+        sent = _body(case, api, model, case.messages, prompt, engine)
+        bodies.append(_logged(sent))
+        ex, summary, outcome, error = await send_body(client, path, sent, api)
+    if summary is None:
+        raw = bytes(ex.error_body).decode("utf-8", "replace")
+    else:  # a whole answer's body (its vectors cut short), or the stream's events
+        whole = ex.sse.body()[:_RAW_BODY_BYTES] if summary.whole else b"\n".join(bytes(p) for p in ex.sse.payloads)
+        raw = whole.decode("utf-8", "replace")
     if summary is not None and outcome in SUCCESS_OUTCOMES:
-        answer = Answer(summary.content, summary.reasoning, summary.tool_calls, summary.finish_reason,
-                        summary.prompt_tokens, summary.completion_tokens, summary.n_token_chunks)
+        answer = pooled or Answer(summary.content, summary.reasoning, summary.tool_calls, summary.finish_reason,
+                                  summary.prompt_tokens, summary.completion_tokens, summary.n_token_chunks)
         verdict = check(case, answer)
     else:
         category = {"rejected": "rejection", "timeout": "error"}.get(outcome, "error")

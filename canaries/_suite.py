@@ -35,10 +35,18 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from passport._errors import PassportError
 from workloads import load_yaml
 
-__all__ = ["CaseSpec", "Suite", "CanaryError", "load_suite", "bundled_suites", "SUITES_DIR", "KINDS"]
+__all__ = ["CaseSpec", "Suite", "CanaryError", "load_suite", "bundled_suites", "SUITES_DIR", "KINDS", "CASE_APIS"]
 
 SUITES_DIR = Path(__file__).resolve().parent / "suites"
-KINDS = ("exact", "json", "tool", "multi_turn", "coding", "long_context", "accounting")
+KINDS = ("exact", "json", "tool", "multi_turn", "coding", "long_context", "accounting", "embedding_deterministic",
+         "embedding_semantic", "embedding_shape", "rerank_order", "transcript")
+# The endpoint kinds each case kind runs on (the text kinds: any API that generates text)
+_TEXT_APIS = ("chat", "completions", "responses", "anthropic_messages")
+CASE_APIS: dict[str, tuple[str, ...]] = {
+    **{kind: _TEXT_APIS for kind in KINDS[:7]},
+    "embedding_deterministic": ("embeddings",), "embedding_semantic": ("embeddings",),
+    "embedding_shape": ("embeddings",), "rerank_order": ("rerank", "score"), "transcript": ("audio_transcriptions",),
+}
 
 
 class CanaryError(PassportError):
@@ -72,13 +80,27 @@ class CaseSpec(_Strict):
       the length (`length` exactly at max_tokens, `stop` below it); optionally `finish_reason`,
       `completion_tokens`, `usage_matches_chunks: true` (one token per streamed chunk) and
       `reasoning: separate`.
+    - embedding_deterministic: `prompt` embedded twice, in two requests; the vectors' cosine is at
+      least `min_cosine` (default 0.9999).
+    - embedding_semantic: `prompt` with `inputs` [a paraphrase, an unrelated sentence] in one
+      request; the paraphrase must be closer (cosine) than the unrelated sentence, by `margin`
+      (default 0).
+    - embedding_shape: `prompt` and `inputs` of other lengths in one request; every vector has one
+      length, `dimension` when given, and length 1 when `normalized: true` (not 1 when false).
+    - rerank_order: `prompt` is the query and `inputs` the documents; the highest score must go to
+      document `first` (default 0).
+    - transcript: `audio_file` (a WAV; a relative path is read beside the suite file) or a
+      generated speech-like clip of `audio_s` seconds; `contains` (case and punctuation ignored)
+      when given, else a complete transcription (a generated clip carries no words to check).
     """
 
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     version: int = Field(1, ge=1)
-    kind: Literal["exact", "json", "tool", "multi_turn", "coding", "long_context", "accounting"]
+    kind: Literal["exact", "json", "tool", "multi_turn", "coding", "long_context", "accounting",
+                  "embedding_deterministic", "embedding_semantic", "embedding_shape", "rerank_order", "transcript"]
     description: str = ""
-    api: Literal["auto", "chat", "completions"] = Field("auto", description="auto: the run's endpoint.api.")
+    api: Literal["auto", "chat", "completions", "responses", "anthropic_messages", "audio_transcriptions",
+                 "embeddings", "rerank", "score"] = Field("auto", description="auto: the run's endpoint.api.")
     prompt: str | None = None
     messages: list[dict[str, Any]] | None = None
     max_tokens: int = Field(32, ge=1)
@@ -92,6 +114,9 @@ class CaseSpec(_Strict):
     context_tokens: int | None = Field(None, ge=16)
     needles: list[Needle] | None = None
     question: str | None = None
+    inputs: list[str] | None = Field(None, description="embedding_*: the other inputs; rerank_order: the documents.")
+    audio_file: str | None = Field(None, description="transcript: a WAV file (relative: beside the suite file).")
+    audio_s: float = Field(3.0, gt=0, le=600, description="transcript without audio_file: the generated clip's s.")
     expect: dict[str, Any] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -100,12 +125,16 @@ class CaseSpec(_Strict):
     def _kind_fields(self) -> Self:
         need: dict[str, tuple[str, ...]] = {
             "json": ("schema_",), "tool": ("tools",), "multi_turn": ("turns",), "coding": ("tests",),
-            "long_context": ("context_tokens", "needles", "question"),
+            "long_context": ("context_tokens", "needles", "question"), "embedding_semantic": ("inputs",),
+            "rerank_order": ("inputs",),
         }
         missing = [name.rstrip("_") for name in need.get(self.kind, ()) if getattr(self, name) is None]
         if missing:
             raise ValueError(f"case {self.id!r} ({self.kind}) needs {', '.join(missing)}")
-        if self.kind in ("exact", "json", "tool", "coding", "accounting") and self.prompt is None \
+        if self.kind == "embedding_semantic" and len(self.inputs or []) != 2:
+            raise ValueError(f"case {self.id!r} (embedding_semantic) needs inputs: [a paraphrase, an unrelated text]")
+        if self.kind in ("exact", "json", "tool", "coding", "accounting", "embedding_deterministic",
+                         "embedding_semantic", "embedding_shape", "rerank_order") and self.prompt is None \
                 and self.messages is None:
             raise ValueError(f"case {self.id!r} needs prompt or messages")
         if self.api == "completions" and self.kind in ("json", "tool", "multi_turn") and self.messages is not None:

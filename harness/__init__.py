@@ -50,6 +50,7 @@ if TYPE_CHECKING:
     )
     from harness._kinds import (
         GENERATING_KINDS,
+        JSON,
         KINDS,
         POOLING_KINDS,
         EndpointKind,
@@ -86,6 +87,9 @@ if TYPE_CHECKING:
         classify,
         impossible_accounting,
         summarize,
+    )
+    from harness._pooling import (
+        parse_pooling,
     )
     from harness._prom import (
         Sample,
@@ -221,6 +225,8 @@ __all__ = [
     "GENERATING_KINDS",
     "EndpointKind",
     "request_body",
+    "JSON",
+    "parse_pooling",
     "ANTHROPIC_VERSION",
     "ANTHROPIC_SAMPLING",
     "open_new",
@@ -285,6 +291,8 @@ _HOME = {
     "GENERATING_KINDS": "harness._kinds",
     "EndpointKind": "harness._kinds",
     "request_body": "harness._kinds",
+    "JSON": "harness._kinds",
+    "parse_pooling": "harness._pooling",
     "ANTHROPIC_VERSION": "harness._anthropic",
     "ANTHROPIC_SAMPLING": "harness._anthropic",
     "summarize": "harness._openai",

@@ -36,6 +36,7 @@ from harness._openai import (
 )
 from harness._pooling import embeddings_body, parse_pooling, rerank_body, score_body
 from harness._responses import responses_body, summarize_responses
+from passport._kindnames import KIND_PATHS
 
 if TYPE_CHECKING:
     from harness._http import Exchange
@@ -56,16 +57,9 @@ class EndpointKind:
     generates: bool
 
 
-KINDS: dict[str, EndpointKind] = {k.api: k for k in (
-    EndpointKind("chat", "/chat/completions", True, True),
-    EndpointKind("completions", "/completions", True, True),
-    EndpointKind("responses", "/responses", True, True),
-    EndpointKind("anthropic_messages", "/messages", True, True),
-    EndpointKind("audio_transcriptions", "/audio/transcriptions", True, True),
-    EndpointKind("embeddings", "/embeddings", False, False),
-    EndpointKind("rerank", "/rerank", False, False),
-    EndpointKind("score", "/score", False, False),
-)}
+_WHOLE = ("embeddings", "rerank", "score")  # answer in one JSON body and generate nothing
+KINDS: dict[str, EndpointKind] = {name: EndpointKind(name, path, name not in _WHOLE, name not in _WHOLE)
+                                  for name, path in KIND_PATHS.items()}
 POOLING_KINDS = tuple(k for k, v in KINDS.items() if not v.generates)
 GENERATING_KINDS = tuple(k for k, v in KINDS.items() if v.generates)
 

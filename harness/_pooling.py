@@ -81,6 +81,7 @@ def _embeddings(s: StreamSummary, doc: Any, vectors: bool) -> None:
         usage = doc.get("usage")
         if isinstance(usage, dict):
             s.prompt_tokens = usage_count(s, "prompt_tokens", usage.get("prompt_tokens", usage.get("total_tokens")))
+            s.completion_tokens = 0  # a pooling model generates none: usage that counts input says so
     elif isinstance(doc, list):  # TEI's /embed: a bare list of vectors
         raw = doc
     else:
@@ -116,6 +117,7 @@ def _scores(s: StreamSummary, doc: Any, api: str) -> None:
         usage = doc.get("usage")
         if isinstance(usage, dict):
             s.prompt_tokens = usage_count(s, "prompt_tokens", usage.get("prompt_tokens", usage.get("total_tokens")))
+            s.completion_tokens = 0  # a pooling model generates none: usage that counts input says so
     elif isinstance(doc, list):  # TEI's /rerank
         items = doc
     else:

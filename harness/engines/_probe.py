@@ -6,17 +6,22 @@ field comes back as (value, via): the endpoint that said it.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from harness._control import ControlClient
 from harness.engines._profile import ProbeContext
 from harness.engines._registry import detect, engine_of_fingerprint, profile
 
-__all__ = ["probe_identity", "fingerprint"]
+__all__ = ["probe_identity", "fingerprint", "probe_embeddings"]
+
+_NORM_TOLERANCE = 1e-3  # a vector whose length is within this of 1 is taken as normalised
 
 
 def fingerprint(control: ControlClient, model: str, api: str) -> str | None:
     """`system_fingerprint` of a one-token, non-streamed request (untimed), or None."""
+    if api not in ("chat", "completions"):
+        return None  # the other kinds' answers carry none
     path = "/v1/chat/completions" if api == "chat" else "/v1/completions"
     body: dict[str, Any] = {"model": model, "max_tokens": 1, "stream": False}
     body.update({"messages": [{"role": "user", "content": "Hi"}]} if api == "chat" else {"prompt": "Hi"})
@@ -48,6 +53,29 @@ def probe_identity(control: ControlClient, cards: list[dict[str, Any]], model_id
         p.put("engine.name", engine, via)
         if found is not None and found.probe is not None:
             found.probe(p)
+    if api == "embeddings":
+        for key, value in probe_embeddings(control, model_id).items():
+            p.put(key, value, "/v1/embeddings of two inputs (untimed)")
     if "@" in model_id:  # transformers serve (and others) accept id@revision
         p.put("model.revision", model_id.split("@", 1)[1], "/v1/models id@revision")
     return p.fields
+
+
+def probe_embeddings(control: ControlClient, model_id: str) -> dict[str, Any]:
+    """The embedding's dimension and whether vectors come back normalised (length 1), from one
+    untimed request of a short and a longer input; {} when it fails."""
+    body = {"model": model_id, "input": ["Hi", "A longer sentence, to see that its vector has the same length."],
+            "encoding_format": "float"}
+    answer = control.get_json("/v1/embeddings", method="POST", body=body)
+    data = answer.get("data") if isinstance(answer, dict) else None
+    if not isinstance(data, list) or not data:
+        return {}
+    vectors: list[list[float]] = [item["embedding"] for item in data if isinstance(item, dict)
+                                  and isinstance(item.get("embedding"), list) and item["embedding"]
+                                  and all(isinstance(x, (int, float)) for x in item["embedding"])]
+    if len(vectors) != len(data):
+        return {}
+    dims = {len(v) for v in vectors}
+    norms = [math.sqrt(sum(float(x) * float(x) for x in v)) for v in vectors]
+    return {"model.embedding_dim": dims.pop() if len(dims) == 1 else sorted(dims),
+            "model.embedding_normalized": all(abs(n - 1.0) <= _NORM_TOLERANCE for n in norms)}

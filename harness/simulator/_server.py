@@ -20,7 +20,16 @@ import numpy as np
 import orjson
 
 from harness.simulator._formats import format_reply
-from harness.simulator._script import Reply, scripted_reply
+from harness.simulator._kinds import (
+    audio_tokens,
+    chat_view,
+    clip_of,
+    pooling_answer,
+    typed_end,
+    typed_start,
+    typed_token,
+)
+from harness.simulator._script import Reply, _pieces, scripted_reply
 
 __all__ = ["FaultKind", "SimConfig", "serve", "start_in_thread"]
 
@@ -96,6 +105,7 @@ class SimConfig:
     # After a first chunk of one token (the prefill's), unscripted answers carry this many tokens
     # a chunk, one ITL apart, as speculative decoding sends them (`sim.tokens` says how many).
     tokens_per_chunk: int = 1
+    embedding_dim: int = 64  # the length of /v1/embeddings vectors (see _kinds.py for the other kinds)
 
 
 class _State:
@@ -111,6 +121,7 @@ class _State:
         self.generation_tokens = 0
         self.finished: dict[str, int] = {"stop": 0, "length": 0}  # streams sent to their end, by finish reason
         self.cached: set[bytes] = set()  # prompts (with their salt) the prefix cache holds
+        self.conversations: dict[str, list[dict[str, Any]]] = {}  # Responses API state, by response id
 
     def metrics_text(self) -> bytes:
         capacity = self.config.slots or 64
@@ -185,6 +196,11 @@ def _message_tokens(message: dict[str, Any]) -> int:
     return total
 
 
+_GENERATING = {b"/v1/chat/completions": "chat", b"/v1/completions": "completions", b"/v1/responses": "responses",
+               b"/v1/messages": "anthropic_messages", b"/v1/audio/transcriptions": "audio_transcriptions"}
+_POOLING = {b"/v1/embeddings": "embeddings", b"/v1/rerank": "rerank", b"/v1/score": "score"}
+
+
 def _chunk(payload: bytes) -> bytes:
     return b"%x\r\n%s\r\n" % (len(payload), payload)
 
@@ -195,6 +211,7 @@ class _Answer:
 
     chat: bool
     rid: str
+    dialect: str  # chat, completions, responses, anthropic_messages or audio_transcriptions
     n_tokens: int
     finish: str
     reply: Reply | None
@@ -203,6 +220,7 @@ class _Answer:
     fault: str | None
     recv_ns: int
     cached_tokens: int = 0
+    history: tuple[dict[str, Any], ...] = ()  # a Responses request's conversation, stored under rid
 
 
 class _SimProtocol(asyncio.Protocol):
@@ -213,9 +231,10 @@ class _SimProtocol(asyncio.Protocol):
         self.url = b""
         self.body = bytearray()
         self.authorization = ""
+        self.content_type = ""
         self.closed = False
         self.served = 0
-        self.queue: asyncio.Queue[tuple[bytes, bytes, bytes, int]] = asyncio.Queue()
+        self.queue: asyncio.Queue[tuple[bytes, bytes, bytes, int, str]] = asyncio.Queue()
         self.worker = asyncio.get_running_loop().create_task(self._work())
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -237,13 +256,15 @@ class _SimProtocol(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == b"authorization":
             self.authorization = value.decode("latin-1")
+        elif name.lower() == b"content-type":
+            self.content_type = value.decode("latin-1")
 
     def on_body(self, body: bytes) -> None:
         self.body += body
 
     def on_message_complete(self) -> None:
         method = self.parser.get_method()
-        self.queue.put_nowait((method, bytes(self.url), bytes(self.body), _now()))
+        self.queue.put_nowait((method, bytes(self.url), bytes(self.body), _now(), self.content_type))
         self.url = b""
         self.body = bytearray()
 
@@ -263,7 +284,7 @@ class _SimProtocol(asyncio.Protocol):
 
     async def _work(self) -> None:
         while True:
-            method, url, body, recv_ns = await self.queue.get()
+            method, url, body, recv_ns, content_type = await self.queue.get()
             path = url.split(b"?")[0]
             if method == b"GET" and path.decode() == self.state.config.endless_path:
                 await self._trickle()
@@ -292,22 +313,58 @@ class _SimProtocol(asyncio.Protocol):
                     return
                 n = len(text.split())
                 self._write_simple(200, orjson.dumps({"tokens": list(range(n)), "count": n}))
-            elif method == b"POST" and path in (b"/v1/chat/completions", b"/v1/completions"):
+            elif method == b"POST" and path in _GENERATING:
                 if self.served and self.state.config.drop_reused:
                     assert self.transport is not None
                     self.transport.close()
                     return
                 self.served += 1
-                await self._generate(path == b"/v1/chat/completions", body, recv_ns)
+                await self._generate(_GENERATING[path], body, recv_ns, content_type)
+            elif method == b"POST" and path in _POOLING:
+                await self._pool(_POOLING[path], body, recv_ns)
             else:
                 self._write_simple(404, b'{"error":{"message":"not found","code":404}}')
 
-    async def _generate(self, chat: bool, raw: bytes, recv_ns: int) -> None:
+    async def _pool(self, api: str, raw: bytes, recv_ns: int) -> None:
+        """A pooling answer, whole, the scripted TTFT and an ITL per input past the first after
+        the request arrived (the answer's own making counts against that time)."""
+        state, cfg = self.state, self.state.config
+        arrived_s = asyncio.get_running_loop().time() - (_now() - recv_ns) / 1e9
+        try:
+            req = orjson.loads(raw)
+            answer, n, tokens = pooling_answer(api, req, cfg.model, cfg.embedding_dim)
+        except (orjson.JSONDecodeError, AttributeError, TypeError):
+            self._write_simple(400, b'{"error":{"message":"invalid request body","code":400}}')
+            return
+        state.count += 1
+        if cfg.max_concurrency is not None and state.active >= cfg.max_concurrency:
+            self._write_simple(429, b'{"error":{"message":"overloaded","code":429}}',
+                               extra=f"Retry-After: {cfg.retry_after_s}\r\n")
+            return
+        state.active += 1
+        state.prompt_tokens += tokens
+        try:
+            delay_s = state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms) + sum(
+                state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms) for _ in range(max(0, n - 1)))
+            await asyncio.sleep(max(0.0, arrived_s + delay_s - asyncio.get_running_loop().time()))
+            answer["sim"] = {"recv_ns": recv_ns, "sent_ns": _now()}
+            self._write_simple(200, orjson.dumps(answer))
+            state.finished["stop"] += 1  # as vLLM counts a pooling request's end
+        finally:
+            state.active -= 1
+
+    async def _generate(self, dialect: str, raw: bytes, recv_ns: int, content_type: str = "") -> None:
         state, cfg = self.state, self.state.config
         try:
-            req: dict[str, Any] = orjson.loads(raw)
-        except orjson.JSONDecodeError:
-            self._write_simple(400, b'{"error":{"message":"invalid JSON body","code":400}}')
+            if dialect == "audio_transcriptions":
+                seconds, transcript, fields = clip_of(raw, content_type)
+                req: dict[str, Any] = {**fields, "audio_s": seconds, "transcript": transcript}
+            else:
+                req = orjson.loads(raw)
+                if dialect in ("responses", "anthropic_messages"):
+                    req = chat_view(dialect, req, state.conversations)
+        except (orjson.JSONDecodeError, ValueError, AttributeError, TypeError):
+            self._write_simple(400, b'{"error":{"message":"invalid request body","code":400}}')
             return
         state.count += 1
         if cfg.die_after is not None and state.count >= cfg.die_after:
@@ -335,7 +392,7 @@ class _SimProtocol(asyncio.Protocol):
             self._write_simple(401, orjson.dumps({"error": {"message": f"rejected credential ...{token[3:-3]}...",
                                                             "code": 401}}))
             return
-        answer = self._answer(req, chat, state.count, fault, recv_ns)
+        answer = self._answer(req, dialect, state.count, fault, recv_ns)
         state.prompt_tokens += answer.prompt_tokens
         if state.slots is not None:
             state.waiting += 1
@@ -349,9 +406,15 @@ class _SimProtocol(asyncio.Protocol):
             if state.slots is not None:
                 state.slots.release()
 
-    def _answer(self, req: dict[str, Any], chat: bool, n: int, fault: str | None, recv_ns: int) -> _Answer:
+    def _answer(self, req: dict[str, Any], dialect: str, n: int, fault: str | None, recv_ns: int) -> _Answer:
         """How many tokens to send, what they say and how the stream ends."""
         state, cfg = self.state, self.state.config
+        chat = dialect != "completions"
+        if dialect == "audio_transcriptions":  # as long as the clip's speech, or its transcript
+            transcript = req.get("transcript")
+            reply = Reply(_pieces(transcript)) if transcript else None
+            n_tokens = len(reply.pieces) if reply else audio_tokens(float(req["audio_s"]))
+            return _Answer(True, f"sim-{n}", dialect, n_tokens, "stop", reply, 0, True, fault, recv_ns)
         max_tokens = int(req.get("max_tokens") or 16)
         n_tokens = max_tokens
         finish = "length"
@@ -378,8 +441,11 @@ class _SimProtocol(asyncio.Protocol):
             key = orjson.dumps([req.get("cache_salt"), req.get("prompt"), req.get("messages")])
             cached = max(0, prompt_tokens - 1) if key in state.cached else 0
             state.cached.add(key)
-        return _Answer(chat, f"sim-{n}", n_tokens, finish, reply, prompt_tokens, include_usage, fault, recv_ns,
-                       cached)
+        if dialect in ("responses", "anthropic_messages"):
+            include_usage = True  # these APIs always report usage
+        history = tuple(req.get("messages") or ()) if dialect == "responses" else ()
+        return _Answer(chat, f"sim-{n}", dialect, n_tokens, finish, reply, prompt_tokens, include_usage, fault,
+                       recv_ns, cached, history)
 
     async def _pour(self, data: bytes, framed: bool = True) -> None:
         """Write `data` (as a body chunk unless not `framed`), waiting while the client's socket is full."""
@@ -429,16 +495,52 @@ class _SimProtocol(asyncio.Protocol):
             await asyncio.sleep(self.state.config.stall_s)
         return self.closed
 
+    async def _stream_typed(self, a: _Answer) -> None:
+        """A Responses or Messages stream: the chat stream's tokens and timing in typed events."""
+        state, cfg = self.state, self.state.config
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms) * (
+            cfg.cached_ttft_factor if a.cached_tokens else 1.0)
+        for event in typed_start(a.dialect, a.rid, a.prompt_tokens, a.cached_tokens):
+            self._send_typed(event)
+        said: list[str] = []
+        for i in range(a.n_tokens):
+            await asyncio.sleep(max(0.0, deadline - loop.time()))
+            if self.closed or (a.fault is not None and i == cfg.fault_after_chunks and await self._fault(a.fault)):
+                return
+            delta: dict[str, Any] = _scripted_delta(a.reply, i) if a.reply is not None else {"content": f"tok{i} "}
+            said.append(delta.get("content") or "")
+            for event in typed_token(a.dialect, delta):
+                self._send_typed(event, {"recv_ns": a.recv_ns, "sent_ns": _now(), "token": i, "tokens": 1})
+            state.generation_tokens += 1
+            deadline += state.delay_s(cfg.itl_ms, cfg.itl_jitter_ms)
+        for event in typed_end(a.dialect, a.rid, a.finish, self._usage(a.prompt_tokens, a.n_tokens, a.cached_tokens)):
+            self._send_typed(event)
+        if a.dialect == "responses":
+            state.conversations[a.rid] = [*a.history, {"role": "assistant", "content": "".join(said)}]
+        assert self.transport is not None
+        self.transport.write(b"0\r\n\r\n")
+        state.finished[a.finish] = state.finished.get(a.finish, 0) + 1
+
+    def _send_typed(self, event: dict[str, Any], sim: dict[str, Any] | None = None) -> None:
+        if self.transport is not None and not self.closed:
+            payload = orjson.dumps(event | {"sim": sim} if sim else event)
+            self.transport.write(_chunk(b"event: " + event["type"].encode() + b"\ndata: " + payload + b"\n\n"))
+
     async def _stream(self, a: _Answer) -> None:
         state, cfg = self.state, self.state.config
         assert self.transport is not None
         self.transport.write(
             b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
             b"Transfer-Encoding: chunked\r\nCache-Control: no-cache\r\n\r\n")
+        if a.dialect in ("responses", "anthropic_messages"):
+            await self._stream_typed(a)
+            return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + state.delay_s(cfg.ttft_ms, cfg.ttft_jitter_ms) * (
             cfg.cached_ttft_factor if a.cached_tokens else 1.0)
-        obj = "chat.completion.chunk" if a.chat else "text_completion"
+        obj = ("transcription.chunk" if a.dialect == "audio_transcriptions" else "chat.completion.chunk" if a.chat
+               else "text_completion")
         if a.chat:  # role-only first chunk, as real engines send
             self._send_event({"id": a.rid, "object": obj, "choices": [
                 {"index": 0, "delta": {"role": "assistant", "content": None}, "finish_reason": None}],

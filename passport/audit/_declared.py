@@ -87,6 +87,7 @@ class Declarations:
     written_utc: str | None = None
     context_needed_tokens: int | None = None
     cost: dict[str, Any] | None = None  # the spec's `cost:` (passport.audit._cost)
+    api: str = "chat"  # the spec's endpoint.api: which kind's rates apply (passport.audit._metrics)
 
 
 def _split_metric(name: str, stats: tuple[str, ...]) -> tuple[str, str]:
@@ -161,4 +162,5 @@ def read_declared(source: RunSource) -> Declarations:
         written_utc=data.get("written_utc"),
         context_needed_tokens=(data.get("workload") or {}).get("context_needed_tokens"),
         cost=spec.get("cost"),
+        api=str((spec.get("endpoint") or {}).get("api") or "chat"),
     )

@@ -100,6 +100,19 @@ _DEFS = [
               "(only when the spec declares `slo`)"),
     MetricDef("goodput.output_tokens_per_s", 1, "tokens/s", "rate",
               "completion tokens of the requests counted by goodput.requests_per_s / window duration"),
+    MetricDef("throughput.inputs_per_s", 1, "inputs/s", "rate",
+              "embeddings: inputs (texts) of successful measured requests / window duration"),
+    MetricDef("throughput.documents_per_s", 1, "documents/s", "rate",
+              "rerank and score: documents scored by successful measured requests / window duration"),
+    MetricDef("throughput.input_tokens_per_s", 1, "tokens/s", "rate",
+              "embeddings, rerank and score: prompt tokens (usage) of successful measured requests / window "
+              "duration"),
+    MetricDef("throughput.audio_s_per_s", 1, "audio s/s", "rate",
+              "audio transcription: seconds of audio in successful measured requests / window duration (the "
+              "run's real-time factor as audio seconds per wall second, RTFx)"),
+    MetricDef("rtfx", 1, "audio s/s", "speed",
+              "audio transcription: the clip's seconds / (end - sent), per request: how many times faster than "
+              "real time one request was transcribed (higher is better; RTF is its inverse)"),
     MetricDef("concurrency", 1, "requests", "level",
               "requests in flight (sent..end, any phase) over the window: mean is time-weighted, "
               "max is the peak"),

@@ -128,9 +128,36 @@ def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, St
         metrics[metric] = stat(lag[run.measured & np.isfinite(lag)])
     metrics["tpot"] = stat(latencies["tpot"][ok_m])
     metrics["tps.user"] = stat(_speeds(run.requests)[ok_m])
+    if run.declared.api == "audio_transcriptions":
+        metrics["rtfx"] = stat(_rtfx(run.requests)[ok_m])
     metrics["itl.chunk"] = stat(_pooled_itl(run))
     metrics["itl.token"] = stat(_pooled_itl(run, tokens=True))
     return metrics, inclusive
+
+
+def _rtfx(requests: pa.Table) -> np.ndarray:
+    """rtfx of every request: the clip's seconds / (end - sent), NaN where undefined."""
+    audio_s = _column_or_nan(requests, "audio_ms")
+    wall_s = (numeric_column(requests, "end_ns") - numeric_column(requests, "sent_ns")) / 1e9
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: np.ndarray = np.where(wall_s > 0, audio_s / wall_s, np.nan)
+    return out
+
+
+# The rates each endpoint kind adds to the token and request rates: (metric id, the column summed).
+_KIND_RATES = {
+    "embeddings": (("throughput.inputs_per_s", "n_inputs"), ("throughput.input_tokens_per_s", "prompt_tokens")),
+    "rerank": (("throughput.documents_per_s", "n_inputs"), ("throughput.input_tokens_per_s", "prompt_tokens")),
+    "score": (("throughput.documents_per_s", "n_inputs"), ("throughput.input_tokens_per_s", "prompt_tokens")),
+    "audio_transcriptions": (("throughput.audio_s_per_s", "audio_ms"),),
+}
+
+
+def _column_or_nan(requests: pa.Table, name: str) -> np.ndarray:
+    if name not in requests.column_names:
+        return np.full(requests.num_rows, np.nan)
+    values = numeric_column(requests, name)
+    return values / 1e3 if name == "audio_ms" else values
 
 
 def _speeds(requests: pa.Table) -> np.ndarray:
@@ -157,6 +184,9 @@ def _window_rates(run: RunData, meets: np.ndarray | None) -> tuple[list[WindowFi
     sent, end = numeric_column(requests, "sent_ns"), numeric_column(requests, "end_ns")
     windows: list[WindowFigures] = []
     rate_ids = ["throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s"]
+    kind_rates = [(metric, _column_or_nan(requests, column))
+                  for metric, column in _KIND_RATES.get(run.declared.api, ())]
+    rate_ids += [metric for metric, _ in kind_rates]
     if meets is not None:
         rate_ids += ["goodput.requests_per_s", "goodput.output_tokens_per_s"]
     rates: dict[str, list[float]] = {k: [] for k in rate_ids}
@@ -179,6 +209,8 @@ def _window_rates(run: RunData, meets: np.ndarray | None) -> tuple[list[WindowFi
             rates["throughput.total_tokens_per_s"].append(
                 float(np.nansum(completion[good]) + np.nansum(prompt[good])) / duration_s)
             rates["throughput.requests_per_s"].append(float(good.sum()) / duration_s)
+            for metric, values in kind_rates:
+                rates[metric].append(float(np.nansum(values[good])) / duration_s)
             if meets is not None:
                 met = meets & in_rep
                 rates["goodput.requests_per_s"].append(float(met.sum()) / duration_s)

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from passport._kindnames import KIND_PATHS
 from passport.cli._exit import ExitCode
 from passport.cli._shared import Printer, add_endpoint_options, load_spec_with_overrides
 
@@ -28,7 +29,7 @@ def add(sub: Any, epilog: str) -> None:
     canary.add_argument("spec", type=Path, nargs="?", help="a run spec (YAML); or give --endpoint")
     canary.add_argument("--suite", metavar="NAME|FILE", help="a bundled suite or a suite file (default: the "
                         "spec's `canaries`, else 'default')")
-    canary.add_argument("--api", choices=["chat", "completions"], help="the endpoint's API for cases with api: auto")
+    canary.add_argument("--api", choices=list(KIND_PATHS), help="the endpoint's API for cases with api: auto")
     canary.add_argument("--junit", type=Path, metavar="FILE", help="also write the verdicts as JUnit XML")
     canary.add_argument("--record", type=Path, metavar="FILE",
                         help="write the suite with exact-output references recorded from this endpoint")

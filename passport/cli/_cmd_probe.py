@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from passport._kindnames import KIND_PATHS
 from passport.cli._exit import ExitCode
 from passport.cli._shared import endpoint_url
 
@@ -26,7 +27,7 @@ def add(sub: Any, epilog: str) -> None:
                        help="the endpoint's base URL, e.g. http://127.0.0.1:8000/v1 (HOST:PORT means "
                             "http://HOST:PORT/v1)")
     probe.add_argument("--model", default="auto", help="the model id (default: the first /v1/models lists)")
-    probe.add_argument("--api", choices=["chat", "completions"], default="chat", help="API of the 1-token probe")
+    probe.add_argument("--api", choices=list(KIND_PATHS), default="chat", help="API of the 1-token probe")
     probe.add_argument("--api-key-env", metavar="NAME", help="the environment variable holding the API key")
     probe.add_argument("--json", action="store_true", help="print JSON instead of a table")
 

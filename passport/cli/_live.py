@@ -29,6 +29,7 @@ class LiveFigures:
                  workers: int = 1) -> None:
         self._ttft = np.full(window, np.nan)
         self._tpot = np.full(window, np.nan)
+        self._e2e = np.full(window, np.nan)  # shown for answers without tokens (embeddings, rerank, score)
         self._next = 0
         self._tokens: deque[tuple[int, int]] = deque()  # (end_ns, completion tokens)
         self._rate_window_ns = int(rate_window_s * 1e9)
@@ -53,8 +54,9 @@ class LiveFigures:
         self._tpot[i] = ((last - first) / (tokens - 1) / 1e9
                          if isinstance(last, int) and isinstance(first, int) and isinstance(tokens, int) and tokens > 1
                          else np.nan)
+        self._e2e[i] = (end - sent) / 1e9 if isinstance(end, int) and isinstance(sent, int) else np.nan
         self._next += 1
-        if isinstance(end, int) and isinstance(tokens, int):
+        if isinstance(end, int) and isinstance(tokens, int) and tokens:
             self._tokens.append((end, tokens))
 
     def line(self, in_flight: int, errors: int, now_ns: int | None = None, fresh: bool = False) -> str:
@@ -75,6 +77,10 @@ class LiveFigures:
             parts.append(f"TTFT p50 {p50:.1f} p99 {p99:.1f} ms")
         if len(tpot):
             parts.append(f"TPOT p50 {np.percentile(tpot, 50) * 1000.0:.2f} ms")
+        e2e = self._e2e[np.isfinite(self._e2e)]
+        if not len(ttft) and len(e2e):
+            p50, p99 = np.percentile(e2e, [50, 99]) * 1000.0
+            parts.append(f"latency p50 {p50:.1f} p99 {p99:.1f} ms")
         if self._tokens and self._first_sent_ns is not None:
             latest = self._tokens[-1][0]
             while self._tokens and self._tokens[0][0] <= latest - self._rate_window_ns:

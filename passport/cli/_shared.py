@@ -11,6 +11,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from passport._kindnames import KIND_PATHS
+
 if TYPE_CHECKING:
     from passport.audit import Trust
     from passport.model import Override, RunSpec
@@ -72,9 +74,11 @@ def add_load_options(command: argparse.ArgumentParser) -> None:
     group = command.add_argument_group(
         "a run without a spec (each flag also overrides a spec's field; all are recorded in the passport)")
     group.add_argument("--model", metavar="ID", help="endpoint.model (default: the first /models lists)")
-    group.add_argument("--api", choices=["chat", "completions"],
-                       help="endpoint.api (default chat: the server applies its chat template; completions sends "
-                            "the prompt as is, as vLLM's bench serve does by default)")
+    group.add_argument("--api", choices=list(KIND_PATHS),
+                       help="endpoint.api, the endpoint kind (default chat: the server applies its chat template; "
+                            "completions sends the prompt as is, as vLLM's bench serve does by default; responses, "
+                            "anthropic_messages and audio_transcriptions stream; embeddings, rerank and score "
+                            "answer whole)")
     group.add_argument("--concurrency", "--max-concurrency", type=_levels, metavar="N[,N...]",
                        help="N users in a closed loop; with --rate, a cap on requests in flight (vLLM's and "
                             "SGLang's --max-concurrency); a list (1,2,4,8) runs a sweep, one level each")
@@ -349,9 +353,10 @@ def load_spec_with_overrides(args: argparse.Namespace) -> tuple[RunSpec, dict[st
     if base_url:
         patch("endpoint.base_url", base_url, flag)
     if args.endpoint and args.endpoint.startswith("/"):
-        api = {"/v1/completions": "completions", "/v1/chat/completions": "chat"}.get(args.endpoint.rstrip("/"))
+        paths = {f"/v1{path}": name for name, path in KIND_PATHS.items()}
+        api = paths.get(args.endpoint.rstrip("/"))
         if api is None:
-            raise SpecError(f"--endpoint {args.endpoint}: passport measures /v1/completions and /v1/chat/completions "
+            raise SpecError(f"--endpoint {args.endpoint}: passport measures {', '.join(paths)} "
                             "(or give the server's URL, e.g. --endpoint http://127.0.0.1:8000/v1)")
         patch("endpoint.api", api, f"--endpoint {args.endpoint}")
     if args.api_key_env:

@@ -61,6 +61,11 @@ def num(value: float | None, digits: int = 2) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+# (metric id, unit, decimals) of the rates the kinds past chat add, in the headline's order
+_KIND_RATES = (("throughput.inputs_per_s", "inputs/s", 1), ("throughput.documents_per_s", "documents/s", 1),
+               ("throughput.input_tokens_per_s", "input tok/s", 1), ("throughput.audio_s_per_s", "audio s/s", 2))
+
+
 def headline_lines(p: Passport) -> list[str]:
     """A few lines for the terminal: verdict, the headline latencies and throughput."""
     m = p.results["metrics"]
@@ -81,8 +86,16 @@ def headline_lines(p: Passport) -> list[str]:
             lines.append(f"{metric_id:<10} p50 {ms(s['p50']):>9} ms   p99 {ms(s['p99']):>9} ms   (n={s['n']})")
     out = m.get("throughput.output_tokens_per_s")
     req = m.get("throughput.requests_per_s")
-    if out is not None and out["n"]:
+    rates = [f"{num(m[key]['mean'], digits)} {unit}" for key, unit, digits in _KIND_RATES
+             if m.get(key) is not None and m[key]["n"]]
+    if rates:  # a kind past chat: its own rates lead (an embedder's output tokens are none)
+        lines.append(f"throughput {', '.join(rates)}, {num(req['mean'] if req else None, 3)} req/s")
+    elif out is not None and out["n"]:
         lines.append(f"throughput {num(out['mean'])} output tok/s, {num(req['mean'] if req else None, 3)} req/s")
+    rtfx = m.get("rtfx")
+    if rtfx is not None and rtfx["n"]:
+        lines.append(f"{'rtfx':<10} p50 {num(rtfx['p50']):>9} x   min {num(rtfx.get('min')):>9} x   "
+                     f"(n={rtfx['n']}, audio s per wall s, per request)")
     lines += slo_lines(p)
     lines += cost_lines(p)[:1]
     lines += accuracy_lines(p)

@@ -13,7 +13,17 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from canaries import CanaryError, CaseResult, Suite, load_suite, require_sandbox, run_case, run_suite, write_results
+from canaries import (
+    CASE_APIS,
+    CanaryError,
+    CaseResult,
+    Suite,
+    load_suite,
+    require_sandbox,
+    run_case,
+    run_suite,
+    write_results,
+)
 from harness import Api, HttpClient, ProgressSink
 from passport._errors import SpecError
 from passport.audit import CANARIES_FILE, CanaryFigures, canary_figures
@@ -23,14 +33,29 @@ from passport.run._sampler import LoadSampler, every_nth
 __all__ = ["load_declared_suite", "run_canaries", "canary_info", "UnderLoad"]
 
 
-def load_declared_suite(name: str) -> Suite:
-    """The spec's `canaries` suite (a bundled name or a path); a SpecError if it cannot be used."""
+# The bundled default suite of each endpoint kind that cannot take the text cases of `default`
+_KIND_DEFAULTS = {"embeddings": "default-embeddings", "rerank": "default-rerank", "score": "default-rerank",
+                  "audio_transcriptions": "default-audio"}
+
+
+def load_declared_suite(name: str, api: str = "chat") -> Suite:
+    """The spec's `canaries` suite (a bundled name or a path; `default` is the endpoint kind's
+    own default); a SpecError if it cannot be used, or if a case needs another endpoint kind
+    than `api` (refused before anything is sent)."""
+    if name == "default":
+        name = _KIND_DEFAULTS.get(api, name)
     try:
         suite = load_suite(name)
         require_sandbox(suite)
-        return suite
     except CanaryError as exc:
         raise SpecError(f"canaries: {exc}") from None
+    for case in suite.cases:
+        runs_on = api if case.api == "auto" else case.api
+        if runs_on not in CASE_APIS[case.kind]:
+            raise SpecError(f"canaries: case {case.id!r} of suite {suite.suite!r} is a {case.kind} case, for "
+                            f"endpoint.api {' or '.join(CASE_APIS[case.kind])}, and this run's is {runs_on}; "
+                            f"choose a suite for {runs_on} (canaries: default picks one) or none")
+    return suite
 
 
 def run_canaries(suite: Suite, way: Access, model: str, api: Api, t0_ns: int,

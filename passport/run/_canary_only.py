@@ -37,7 +37,7 @@ def run_canary_command(spec: RunSpec, suite_name: str, out_root: Path, record: P
                        status: Callable[[str], None] | None = None) -> CanaryOutcome:
     """Run the suite against the spec's endpoint (or launched engine); see the module docstring."""
     say = status or (lambda _msg: None)
-    suite = load_declared_suite(suite_name)
+    suite = load_declared_suite(suite_name, spec.endpoint.api)
     headers = auth_headers(spec)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     folder = Path(out_root) / f"{suite.suite}-canary-{stamp}-{uuid.uuid4().hex[:8]}"

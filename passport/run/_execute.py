@@ -112,7 +112,7 @@ def open_run(spec: RunSpec, raw_spec: dict[str, Any], overrides: list[Override],
     takes a write: an unusable --out is an input error before anything is sent). What the end of
     the run needs is checked here too, so it cannot fail after the timed phase: the signing key
     (read, or made on a first run) and the optional modules the spec names."""
-    suite = load_declared_suite(spec.canaries) if spec.canaries != "none" else None
+    suite = load_declared_suite(spec.canaries, spec.endpoint.api) if spec.canaries != "none" else None
     accuracy_sets = tuple(load_declared_sets(spec.accuracy)) if spec.accuracy is not None else ()
     headers = auth_headers(spec)
     signing = check_signing_key()

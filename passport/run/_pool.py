@@ -116,7 +116,8 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: Transport, model_
         audio_ms = None
         if "audio" in body:
             body["clip"], audio_ms = audio_clip(body.pop("audio"))
-        n_inputs = len(body.get("input") or body.get("documents") or []) or None
+        n_inputs = (len(body["input"]) if "input" in body else 1 if api == "embeddings"
+                    else len(body["documents"]) if "documents" in body else None)
         pool.append(PreparedRequest(
             request=b"" if later_turn else client.request_bytes(
                 path, *request_body(api, model_id, prompt, out, sent_params, body or None)),

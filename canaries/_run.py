@@ -130,13 +130,13 @@ def _transcript(turns: list[tuple[str, str]], question: str) -> str:
     return "\n".join(lines + [f"User: {question}\nAssistant:"])
 
 
-async def send_body(client: HttpClient, path: str, body: dict[str, Any] | tuple[bytes, str],
-                    api: Api) -> tuple[Exchange, StreamSummary | None, str, str | None]:
+async def send_body(client: HttpClient, path: str, body: dict[str, Any] | tuple[bytes, str], api: Api,
+                    max_tokens: int | None = None) -> tuple[Exchange, StreamSummary | None, str, str | None]:
     """One request as the runner sends it: (exchange, stream summary, outcome class, error);
-    `body` is JSON to encode, or (bytes, Content-Type) already built."""
+    `body` is JSON to encode, or (bytes, Content-Type) already built; `max_tokens` its budget."""
     raw, content_type = body if isinstance(body, tuple) else (orjson.dumps(body), JSON)
     ex = await client.exchange(client.request_bytes(path, raw, content_type))
-    return (ex, *judge(ex, api, False))
+    return (ex, *judge(ex, api, False, max_tokens))
 
 
 def _logged(body: tuple[bytes, str]) -> Any:
@@ -208,7 +208,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
             messages.append({"role": "user", "content": turn})
             sent = _body(case, api, model, list(messages), _transcript(history, turn), engine)
             bodies.append(_logged(sent))
-            ex, summary, outcome, error = await send_body(client, path, sent, api)
+            ex, summary, outcome, error = await send_body(client, path, sent, api, case.max_tokens)
             if outcome not in SUCCESS_OUTCOMES or summary is None or i == len(turns) - 1:
                 break
             history.append((turn, summary.content))
@@ -217,7 +217,7 @@ async def run_case(client: HttpClient, suite: Suite, case: CaseSpec, model: str,
         prompt = long_context_prompt(case) if case.kind == "long_context" else case.prompt
         sent = _body(case, api, model, case.messages, prompt, engine)
         bodies.append(_logged(sent))
-        ex, summary, outcome, error = await send_body(client, path, sent, api)
+        ex, summary, outcome, error = await send_body(client, path, sent, api, case.max_tokens)
     if summary is None:
         raw = bytes(ex.error_body).decode("utf-8", "replace")
     else:  # a whole answer's body (its vectors cut short), or the stream's events

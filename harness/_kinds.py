@@ -116,8 +116,13 @@ def judge(ex: Exchange, api: Api, max_tokens_is_target: bool, max_tokens: int | 
     class, and for HTTP errors and rejections the start of the body as the error. A stream whose
     server accounting is impossible (`impossible_accounting`), or that sent events after [DONE],
     and a pooling answer with another count of vectors or scores than the `n_inputs` sent, are
-    `stream_error`s saying so: their figures are not counted as a success's."""
+    `stream_error`s saying so: their figures are not counted as a success's. A Responses answer
+    `completed` with all of its max_output_tokens used is taken to have stopped at the limit
+    (`length`): llama.cpp ends such an answer `completed` where the API says `incomplete`."""
     summary = _summary(ex, api) if ex.status == 200 else None
+    if (api == "responses" and summary is not None and summary.finish_reason == "stop" and max_tokens is not None
+            and summary.completion_tokens is not None and summary.completion_tokens >= max_tokens):
+        summary.finish_reason = "length"  # llama.cpp says `completed`, not `incomplete`, at max_output_tokens
     whole = summary is not None and summary.whole
     outcome, error = classify(ex.status, ex.error, ex.timeout_kind, summary, whole or ex.sse.done,
                               b"" if whole else ex.sse.leftover(), max_tokens_is_target, ex.content_type)

@@ -195,9 +195,11 @@ def _tool_calls(summary: StreamSummary, deltas: list[_ToolCall]) -> int:
 
 
 def _error_text(error: Any) -> str:
+    """An error event's message, or the event itself in short (str, not orjson: the decoder
+    keeps integers past 64 bits that orjson cannot write back)."""
     if isinstance(error, dict):
-        return str(error.get("message") or orjson.dumps(error).decode())
-    return str(error)
+        return str(error.get("message") or str(error)[:512])
+    return str(error)[:512]
 
 
 class _Function(msgspec.Struct, gc=False):

@@ -432,6 +432,8 @@ class RunSpec(_Strict):
             raise ValueError(f"workload {', '.join(chat_only)} need messages (the chat, responses or "
                              f"anthropic_messages API); endpoint.api is {api}")
         self._kind_workload(api)
+        if self.accuracy is not None and api not in ("chat", "completions", "responses", "anthropic_messages"):
+            raise ValueError(f"accuracy sets are answered in text; endpoint.api {api} answers none (drop accuracy)")
         if self.load.pattern == "trace" and (self.workload.source is None or self.workload.mix is not None):
             raise ValueError("load.pattern: trace replays an imported log's timestamps; set workload.source "
                              "(not a mix)")

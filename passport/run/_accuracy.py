@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from canaries import GREEDY, AccuracyItem, AccuracySet, CanaryError, load_accuracy_set, send_body
-from harness import SUCCESS_OUTCOMES, Api, HttpClient, ProgressSink, scrub
+from harness import ANTHROPIC_SAMPLING, KINDS, SUCCESS_OUTCOMES, Api, HttpClient, ProgressSink, request_body, scrub
 from passport._errors import SpecError
 from passport.audit import ACCURACY_FILE, ACCURACY_SCHEMA, score
 from passport.model import AccuracySpec
@@ -54,24 +54,21 @@ def sets_protocol(sets: list[AccuracySet], spec: AccuracySpec) -> dict[str, Any]
                       "scorers": sorted({i.scorer for i in s.items})} for s in sets]}
 
 
-def _body(item: AccuracyItem, api: Api, model: str) -> dict[str, Any]:
-    body: dict[str, Any] = {"model": model}
-    if api == "chat":
-        body["messages"] = [{"role": "user", "content": item.prompt}]
-    else:
-        body["prompt"] = item.prompt
-    body.update(max_tokens=item.max_tokens, stream=True, stream_options={"include_usage": True}, **GREEDY)
+def _body(item: AccuracyItem, api: Api, model: str) -> tuple[bytes, str]:
+    """(body, Content-Type) of one item in `api`'s own form, greedy, with the item's stop."""
+    params: dict[str, Any] = dict(GREEDY)
     if item.stop:
-        body["stop"] = list(item.stop)
-    return body
+        params["stop_sequences" if api == "anthropic_messages" else "stop"] = list(item.stop)
+    if api == "anthropic_messages":
+        params = {k: v for k, v in params.items() if k in ANTHROPIC_SAMPLING}
+    return request_body(api, model, item.prompt, item.max_tokens, params)
 
 
 async def _answer(client: HttpClient, accuracy_set: AccuracySet, item: AccuracyItem, model: str, api: Api,
                   t0_ns: int, phase: str, in_flight: int | None) -> Row:
     """One item sent and scored: its accuracy.parquet row."""
-    path = "/chat/completions" if api == "chat" else "/completions"
     start = time.perf_counter_ns()
-    ex, summary, outcome, error = await send_body(client, path, _body(item, api, model), api)
+    ex, summary, outcome, error = await send_body(client, KINDS[api].path, _body(item, api, model), api)
     end = time.perf_counter_ns()
     content = summary.content if summary is not None else ""
     judged = score(item.scorer, item.reference, content, item.tolerance) if outcome in SUCCESS_OUTCOMES else None

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from harness import ChunkKind, Exchange, SSEParser, judge, parse_pooling, request_body
-from harness._audio import summarize_transcription
 from harness._anthropic import summarize_messages
+from harness._audio import summarize_transcription
 from harness._responses import summarize_responses
 from workloads import speechlike_clip, wav_duration_ms
 

@@ -42,7 +42,7 @@ from passport.audit import (
     sha256_bytes,
 )
 from passport.judge._advice import advice, name_list
-from passport.judge._compare import invariant_values
+from passport.judge._compare import endpoint_kind, invariant_values
 from passport.judge._names import GateError, Kind, Target
 from passport.judge._ranking import ALPHA, Ranking, interval_of, rank_by_repetitions
 from passport.model import (
@@ -210,6 +210,8 @@ def summarize_arm(arm: ArmSpec, run: str, p: Passport, fit: Fit | None, objectiv
                          for d in discard["discarded"]]
     row.accuracy = _accuracy(p)
     row.invariants = {k: v for k, v in invariant_values(p).items() if k in CAMPAIGN_INVARIANTS}
+    if endpoint_kind(p) != "chat":  # listed only past the default, so a chat campaign's record reads as before
+        row.invariants["endpoint"] = endpoint_kind(p)
     head, _, rest = objective.partition(".")
     source = {"goodput": row.goodput, "throughput": row.throughput}.get(head, row.cost or {})
     row.objective = source.get(rest)
@@ -351,23 +353,34 @@ def _accuracy_means(per_rep: list[Accuracy | None]) -> Accuracy | None:
     return {n: _means([a[n] for a in found if n in a]) for n in names}
 
 
-def summarize_arms(rows: list[ArmRow], campaign: CampaignSpec) -> tuple[list[ArmSummary], Ranking]:
-    """Compare every repetition's invariants with the reference (the first arm's first timed
-    repetition), summarize each arm over its repetitions and rank the arms (on copies: `rows`
-    stay as summarized)."""
+def _kind(row: ArmRow | ArmSummary) -> str:
+    """An arm's endpoint kind (chat unless its invariants list another)."""
+    invariants = row.invariants if isinstance(row, ArmRow) else (row.repetitions[0].get("invariants") or {})
+    return str(invariants.get("endpoint", "chat"))
+
+
+def summarize_arms(rows: list[ArmRow], campaign: CampaignSpec) -> tuple[list[ArmSummary], dict[str, Ranking]]:
+    """Compare every repetition's invariants with its kind's reference (the first arm of its
+    endpoint kind, first timed repetition), summarize each arm over its repetitions and rank the
+    arms of each endpoint kind apart (an embedder is never ranked against a generator); on
+    copies: `rows` stay as summarized. Returns the arms and each kind's ranking."""
     order = {a.name: i for i, a in enumerate(campaign.arms)}
     reps = sorted(copy.deepcopy(rows), key=lambda r: (order.get(r.name, len(order)), r.round))
-    _compare_invariants(reps, campaign.mode)
+    for kind in dict.fromkeys(_kind(r) for r in reps):
+        _compare_invariants([r for r in reps if _kind(r) == kind], campaign.mode)
     by_arm: dict[str, list[ArmRow]] = {}
     for row in reps:
         by_arm.setdefault(row.name, []).append(row)
     arms = [_summary(group) for group in by_arm.values()]
     ranked = [a for a in arms if a.status == "ranked"]
-    values = {a.name: [float(r["objective"]) for r in a.repetitions] for a in ranked}
-    ranking = rank_by_repetitions(values, OBJECTIVES[campaign.objective], campaign.min_difference)
-    for arm in ranked:
-        arm.rank, arm.tied_with = ranking.ranks[arm.name], ranking.tied_with[arm.name]
-    return arms, ranking
+    rankings: dict[str, Ranking] = {}
+    for kind in dict.fromkeys(_kind(a) for a in ranked) or ["chat"]:
+        values = {a.name: [float(r["objective"]) for r in a.repetitions] for a in ranked if _kind(a) == kind}
+        rankings[kind] = rank_by_repetitions(values, OBJECTIVES[campaign.objective], campaign.min_difference)
+        for arm in ranked:
+            if arm.name in values:
+                arm.rank, arm.tied_with = rankings[kind].ranks[arm.name], rankings[kind].tied_with[arm.name]
+    return arms, rankings
 
 
 def arm_counts(rows: list[ArmSummary]) -> dict[str, int]:
@@ -417,21 +430,29 @@ def campaign_record(campaign: CampaignSpec, spec_file: str, spec_sha256: str, ro
     """campaign.json: the arms summarized and ranked, the pairwise comparisons, the groups, the
     best arm (or the arms tied for first), the advice, the counts and the managed-vs-owned lines,
     sealed by a content hash."""
-    arms, ranking = summarize_arms(rows, campaign)
+    arms, rankings = summarize_arms(rows, campaign)
     managed = None if campaign.managed is None else campaign.managed.model_dump(mode="json", exclude_unset=True)
     lines = managed_lines(arms, managed)
+    (ranking,) = rankings.values() if len(rankings) == 1 else (None,)
     data: dict[str, Any] = {
         "campaign_version": CAMPAIGN_VERSION, "name": campaign.name, "created_utc": created_utc,
         "objective": campaign.objective, "mode": campaign.mode, "slo": dict(campaign.run.get("slo") or {}),
         "spec_file": spec_file, "spec_sha256": spec_sha256, "repetitions": campaign.repetitions,
         "relaunch": campaign.relaunch, "min_difference": campaign.min_difference, "alpha": ALPHA,
         "arms": [asdict(a) for a in arms], "counts": arm_counts(arms),
-        "comparisons": [asdict(p) for p in ranking.pairs], "groups": ranking.groups,
-        "best": ranking.best, "tied_for_first": ranking.tied_for_first,
-        "advice": advice(campaign, arms, ranking, lines),
+        "comparisons": [asdict(p) for r in rankings.values() for p in r.pairs],
+        "groups": [g for r in rankings.values() for g in r.groups],
+        "best": None if ranking is None else ranking.best,
+        "tied_for_first": [] if ranking is None else ranking.tied_for_first,
+        "advice": advice(campaign, arms, ranking, lines) if ranking is not None else [
+            f"{kind}: {line}" for kind, r in rankings.items()
+            for line in advice(campaign, [a for a in arms if _kind(a) == kind], r, lines)],
         "managed": managed, "managed_lines": lines, "interrupted": progress.interrupted,
         "not_run": progress.not_run, "resumed_utc": progress.resumed_utc,
     }
+    if ranking is None:  # arms of several endpoint kinds: each kind's own best, never one across kinds
+        data["by_kind"] = {kind: {"best": r.best, "tied_for_first": r.tied_for_first, "groups": r.groups}
+                           for kind, r in rankings.items()}
     data = json.loads(json.dumps(data))  # plain JSON values, as read back
     data["content_sha256"] = content_sha256(data)
     return data
@@ -580,6 +601,11 @@ def gate_view(record: dict[str, Any]) -> dict[str, Any]:
 def no_best_reason(record: dict[str, Any]) -> str:
     """Why a campaign names no best arm, in words."""
     tied = record.get("tied_for_first") or []
+    if record.get("by_kind"):
+        each = "; ".join(f"{kind}: {v['best'] or 'none (' + name_list(v['tied_for_first']) + ' tie)'}"
+                         for kind, v in record["by_kind"].items())
+        return (f"no single best arm: the arms serve {len(record['by_kind'])} endpoint kinds, each ranked apart "
+                f"(best per kind: {each}); gate on arms.<name> instead")
     if not tied:
         return "no arm was ranked, so there is no best arm"
     if record.get("repetitions", 1) < 2 or any(a["interval"]["low"] is None for a in record["arms"]

@@ -51,12 +51,12 @@ from passport.judge._stats import (
 )
 from passport.model import Passport, passport_of
 
-__all__ = ["INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs", "invariant_values",
-           "invariant_text", "field_values", "render_comparison", "format_value", "format_p", "format_interval",
-           "method_line", "MIN_EFFECT", "StatPair", "run_samples", "quantile_pair", "rate_pair", "stat_name",
-           "LATENCIES", "THROUGHPUTS", "RunSamples", "invariant_broken", "rate_estimate"]
+__all__ = ["endpoint_kind", "INVARIANTS", "CACHE_TOLERANCE", "Comparison", "MetricComparison", "compare_runs",
+           "invariant_values", "invariant_text", "field_values", "render_comparison", "format_value", "format_p",
+           "format_interval", "method_line", "MIN_EFFECT", "StatPair", "run_samples", "quantile_pair", "rate_pair",
+           "stat_name", "LATENCIES", "THROUGHPUTS", "RunSamples", "invariant_broken", "rate_estimate"]
 
-INVARIANTS = ("model", "precision", "decoding", "workload", "load", "window", "cache", "validity")
+INVARIANTS = ("endpoint", "model", "precision", "decoding", "workload", "load", "window", "cache", "validity")
 # The largest difference in the share of prompt tokens served from the prefix cache that still
 # counts as the same cache state (absolute; 0.94 against 0.01 is not, 0.03 against 0.01 is).
 CACHE_TOLERANCE = 0.10
@@ -123,12 +123,18 @@ def cache_hit_rate(p: Passport) -> float | None:
     return None if share is None else float(share)
 
 
+def endpoint_kind(p: Passport) -> str:
+    """The run's endpoint kind (endpoint.api; chat for passports from before the other kinds)."""
+    return str((p.protocol.effective.get("endpoint") or {}).get("api") or "chat")
+
+
 def invariant_values(p: Passport) -> dict[str, Any]:
     """The value of each comparability invariant for one passport."""
     ident = {k: v.value for k, v in p.identity.items()}
     effective = p.protocol.effective
     load = effective["load"]
     return {
+        "endpoint": endpoint_kind(p),
         "model": ident.get("model.file_sha256") or ident.get("model.root") or ident.get("model.id"),
         "precision": {k: ident.get(k) for k in ("model.quantization", "model.dtype", "engine.kv_cache_dtype")},
         "decoding": {k: v for k, v in p.protocol.request_params.items() if k not in _CACHE_FIELDS},

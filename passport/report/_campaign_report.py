@@ -114,7 +114,7 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
     best = data["best"]
     tied = data["tied_for_first"]
     word = best if best else ("TIE: " + ", ".join(tied) if len(tied) > 1 else "NO BEST ARM" if tied
-                              else "NO ARM RANKED")
+                              else "BEST PER KIND" if data.get("by_kind") else "NO ARM RANKED")
     blocks: list[Block] = [
         Verdict(word, answer_line(data)),
         Para(f"Objective: `{data['objective']}` (sustained over the measurement window; never raw peak tokens/s), "
@@ -123,7 +123,9 @@ def campaign_blocks(data: dict[str, Any]) -> list[Block]:
              f"only when also at least {data['min_difference']:.0%} apart."
              + (f" SLO: {', '.join(f'`{k} <= {v}`' for k, v in data['slo'].items())}." if data["slo"] else "")
              + f" Every arm got the same workload, schedule, load, decoding, window and warm-up (`run:` of "
-               f"{data['spec_file']})."),
+               f"{data['spec_file']})."
+             + (f" The arms serve {len(data['by_kind'])} endpoint kinds ({', '.join(data['by_kind'])}); each kind is "
+                "ranked apart, and ranks and ties are within a kind." if data.get("by_kind") else "")),
         Heading("Advice, in the order a team decides"),
         Bullets(data["advice"]),
         Heading("Arms"),

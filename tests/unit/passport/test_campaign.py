@@ -118,9 +118,12 @@ def test_a_month_priced_managed_and_owned_with_its_break_even() -> None:
 
 
 def _row(name: str, objective: float | None, status: str = "ranked", model: str = "m",
-         varies: dict[str, str] | None = None, round_: int = 1) -> ArmRow:
-    return ArmRow(name=name, varies=varies or {}, status=status, objective=objective,
-                  invariants={"model": model, "precision": {"kv": "f16"}, "workload": "w"}, round=round_)
+         varies: dict[str, str] | None = None, round_: int = 1, kind: str = "chat") -> ArmRow:
+    invariants: dict[str, Any] = {"model": model, "precision": {"kv": "f16"}, "workload": "w"}
+    if kind != "chat":
+        invariants["endpoint"] = kind
+    return ArmRow(name=name, varies=varies or {}, status=status, objective=objective, invariants=invariants,
+                  round=round_)
 
 
 def _arms(*names: str, **extra: Any) -> Any:
@@ -139,7 +142,8 @@ def test_arms_are_summarized_over_their_rounds_and_only_whole_valid_arms_are_ran
             *_reps("other", [9.0, 9.0, 9.0], model="m2"),
             *_reps("declared", [2.0, 2.05, 1.95], model="m3", varies={"model": "a distill"})]
     rows[4].status, rows[4].reason = "invalid", "client_not_bound: busy"  # fast's round 2
-    arms, ranking = summarize_arms(rows, campaign)
+    arms, rankings = summarize_arms(rows, campaign)
+    (ranking,) = rankings.values()
     by_name = {a.name: a for a in arms}
     assert by_name["fast"].status == "invalid" and by_name["fast"].reason == "round 2: client_not_bound: busy"
     assert by_name["stopped"].rank is None and by_name["other"].status == "not_comparable"
@@ -201,6 +205,40 @@ def test_a_gate_on_the_best_arm_of_a_tie_fails_saying_which_arms_tie() -> None:
     assert not best.passed and best.message.startswith("no best arm: a and b tie for first")
     assert named.passed is False  # the row's goodput figure comes from passports this record has none of
     assert "4. goodput.requests_per_s: a and b tie" in record["advice"][3]
+
+
+def test_arms_of_several_endpoint_kinds_are_ranked_each_kind_apart() -> None:
+    """A RAG pipeline's campaign: two embedders, a reranker and two generators. Requests per second
+    of an embedder (thousands) and of a generator (tens) say nothing of each other, so no arm is
+    ranked against another kind's, none is not-comparable for another kind's model or workload,
+    and no single best arm is named; two embedders whose repetitions overlap (A/A) tie."""
+    from passport.judge import campaign_record, evaluate_campaign_gate, parse_condition
+    from passport.judge._campaign import Progress
+
+    campaign = _arms("emb-a", "emb-b", "rerank", "gen-fast", "gen-slow")
+    rows = [*_reps("emb-a", [900.0, 910.0, 890.0], model="bge", kind="embeddings"),
+            *_reps("emb-b", [905.0, 895.0, 900.0], model="bge", kind="embeddings"),
+            *_reps("rerank", [300.0, 310.0, 290.0], model="reranker", kind="rerank"),
+            *_reps("gen-fast", [20.0, 20.2, 19.8], model="llm"), *_reps("gen-slow", [10.0, 10.1, 9.9], model="llm")]
+    arms, rankings = summarize_arms(rows, campaign)
+    assert set(rankings) == {"embeddings", "rerank", "chat"}
+    by_name = {a.name: a for a in arms}
+    assert all(a.status == "ranked" for a in arms), [(a.name, a.reason) for a in arms]
+    assert (by_name["emb-a"].rank, by_name["emb-b"].rank) == (1, 1) and rankings["embeddings"].best is None
+    assert by_name["emb-a"].tied_with == ["emb-b"]  # never a generator, whatever its figure
+    assert by_name["rerank"].rank == 1 and rankings["rerank"].best == "rerank"  # the only reranker, as a lone arm is
+    assert (by_name["gen-fast"].rank, by_name["gen-slow"].rank) == (1, 2) and rankings["chat"].best == "gen-fast"
+    record = campaign_record(campaign, "campaign.yaml", "0" * 64, rows, "t", Progress())
+    assert record["best"] is None and record["tied_for_first"] == []
+    assert record["by_kind"]["chat"]["best"] == "gen-fast"
+    assert record["by_kind"]["embeddings"]["tied_for_first"] == ["emb-a", "emb-b"]
+    assert all({p["a"], p["b"]} <= {"emb-a", "emb-b"} or {p["a"], p["b"]} <= {"gen-fast", "gen-slow"}
+               for p in record["comparisons"])
+    assert any(line.startswith("chat: 4. goodput.requests_per_s: gen-fast is best") for line in record["advice"])
+    (best,) = evaluate_campaign_gate(record, [parse_condition("arms.best.goodput.requests_per_s > 1",
+                                                              resolve_campaign_name)])
+    assert not best.passed and "each ranked apart (best per kind: embeddings: none (emb-a and emb-b tie); " \
+        "rerank: rerank; chat: gen-fast)" in best.message
 
 
 def test_campaign_gate_names_resolve_or_say_what_exists() -> None:

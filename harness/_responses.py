@@ -9,7 +9,8 @@ The stream (vLLM, OpenAI, llama.cpp where served): text from `response.output_te
 reasoning from `response.reasoning_text.delta` and `response.reasoning_summary_text.delta`,
 tool calls from `response.output_item.added` (a `function_call` item: its name) and
 `response.function_call_arguments.delta`; the end and usage from `response.completed`,
-`response.incomplete` (finish `length` when the reason is `max_output_tokens`) or
+`response.incomplete` (finish `length` when the reason is `max_output_tokens`; vLLM sends
+`response.completed` with `status: incomplete` at the limit, read the same) or
 `response.failed` / `error` (the request's error). Every other event is kept and carries nothing.
 """
 
@@ -118,9 +119,9 @@ def _handle(s: StreamSummary, obj: dict[str, Any], carried: Carried) -> None:
             return
         _usage(s, response)
         carried.final = True
-        if kind == "response.completed":
+        if kind == "response.completed" and response.get("status") != "incomplete":
             s.finish_reason = "tool_calls" if s.tool_calls else "stop"
-        elif kind == "response.incomplete":
+        elif kind in ("response.completed", "response.incomplete"):  # vLLM: completed, with status incomplete
             details = response.get("incomplete_details")
             reason = details.get("reason") if isinstance(details, dict) else None
             s.finish_reason = "length" if reason in ("max_output_tokens", None) else str(reason)

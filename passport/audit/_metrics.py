@@ -110,9 +110,10 @@ _DEFS = [
     MetricDef("throughput.audio_s_per_s", 1, "audio s/s", "rate",
               "audio transcription: seconds of audio in successful measured requests / window duration (the "
               "run's real-time factor as audio seconds per wall second, RTFx)"),
-    MetricDef("rtfx", 1, "audio s/s", "speed",
+    MetricDef("rtfx.request", 1, "audio s/s", "speed",
               "audio transcription: the clip's seconds / (end - sent), per request: how many times faster than "
-              "real time one request was transcribed (higher is better; RTF is its inverse)"),
+              "real time one request was transcribed (higher is better; RTF is its inverse; vLLM's `rtfx` is the "
+              "run's, throughput.audio_s_per_s)"),
     MetricDef("concurrency", 1, "requests", "level",
               "requests in flight (sent..end, any phase) over the window: mean is time-weighted, "
               "max is the peak"),

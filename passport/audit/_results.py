@@ -129,14 +129,14 @@ def _latency_metrics(run: RunData) -> tuple[dict[str, StatFigures], dict[str, St
     metrics["tpot"] = stat(latencies["tpot"][ok_m])
     metrics["tps.user"] = stat(_speeds(run.requests)[ok_m])
     if run.declared.api == "audio_transcriptions":
-        metrics["rtfx"] = stat(_rtfx(run.requests)[ok_m])
+        metrics["rtfx.request"] = stat(_rtfx(run.requests)[ok_m])
     metrics["itl.chunk"] = stat(_pooled_itl(run))
     metrics["itl.token"] = stat(_pooled_itl(run, tokens=True))
     return metrics, inclusive
 
 
 def _rtfx(requests: pa.Table) -> np.ndarray:
-    """rtfx of every request: the clip's seconds / (end - sent), NaN where undefined."""
+    """rtfx.request of every request: the clip's seconds / (end - sent), NaN where undefined."""
     audio_s = _column_or_nan(requests, "audio_ms")
     wall_s = (numeric_column(requests, "end_ns") - numeric_column(requests, "sent_ns")) / 1e9
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -40,14 +40,25 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from passport._errors import RunFolderError
+from passport._errors import RunFolderError, SpecError
 from passport.audit._files import RunFiles, RunSource
 from passport.audit._metrics import SUCCESS_OUTCOMES, output_tokens
 
-__all__ = ["TOOLS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view", "inverse_cdf"]
+__all__ = ["TOOLS", "VIEWS", "Tool", "ToolFigure", "ToolTotal", "ToolView", "tool_view", "inverse_cdf"]
 
 Tool = Literal["vllm", "sglang", "aiperf", "guidellm"]
 TOOLS: tuple[Tool, ...] = ("vllm", "sglang", "aiperf", "guidellm")
+# The endpoint kinds each tool has a client for, and so a view of (vLLM 0.32's backends openai,
+# openai-chat, openai-responses, openai-audio, openai-embeddings, vllm-rerank and vllm's score route;
+# SGLang's bench_serving: chat and completions; AIPerf and guidellm: the text kinds written here).
+# Another kind's view is refused, not guessed.
+VIEWS: dict[Tool, tuple[str, ...]] = {
+    "vllm": ("chat", "completions", "responses", "audio_transcriptions", "embeddings", "rerank", "score"),
+    "sglang": ("chat", "completions"),
+    "aiperf": ("chat", "completions", "responses", "anthropic_messages"),
+    "guidellm": ("chat", "completions", "responses"),
+}
+_POOLING = ("embeddings", "rerank", "score")
 _CHOICE_KINDS = ("empty", "content", "reasoning", "tool_call")
 _TOKEN_KINDS = ("content", "reasoning", "tool_call")
 
@@ -266,11 +277,17 @@ def _per_token(latency: np.ndarray, ttft: np.ndarray, tokens: np.ndarray) -> np.
 
 def tool_view(source: RunSource, tool: Tool, api: str, columns: tuple[str, ...] | None = None) -> ToolView:
     """The run (a folder, or a reader of one) summarized as `tool` would summarize it (see the
-    module docstring); `api` is the run's endpoint.api (chat or completions); `columns`: the
-    statistics of each figure (mean, median, std, min, max, pNN), the tool's own by default."""
+    module docstring); `api` is the run's endpoint.api; `columns`: the statistics of each figure
+    (mean, median, std, min, max, pNN), the tool's own by default. A kind the tool has no client
+    for (`VIEWS`) is refused with a SpecError."""
+    if api not in VIEWS[tool]:
+        raise SpecError(f"{tool} has no client for endpoint.api {api}, so it defines no view of this run "
+                        f"(its views: {', '.join(VIEWS[tool])}); `passport show RUN` gives passport's own figures")
     requests, chunks, failed = _per_request(RunFiles.of(source))
     run = _Run(requests, chunks, failed, columns or _COLUMNS[tool], lower=tool == "guidellm")
-    if tool in ("vllm", "sglang"):
+    if tool == "vllm" and api in _POOLING:
+        totals, figures = _vllm_pooling_view(run)
+    elif tool in ("vllm", "sglang"):
         totals, figures = _serving_view(run, tool, api)
     elif tool == "aiperf":
         totals, figures = _aiperf_view(run)
@@ -285,9 +302,14 @@ def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[
     fig, firsts_lasts, ms = r.fig, r.firsts_lasts, 1e-6
     requests, server, failed = r.requests, r.server, r.failed
     if tool == "vllm":
-        first, last, gaps, events = firsts_lasts(_CHOICE_KINDS)
+        # its Responses and audio clients time the events that carry text (output or reasoning
+        # deltas; transcript content) and end at the stream's end
+        typed = api in ("responses", "audio_transcriptions")
+        first, last, gaps, events = firsts_lasts(("content", "reasoning") if typed else _CHOICE_KINDS)
         if api == "chat":  # its chat client stamps every event before [DONE], the usage chunk too
             last = firsts_lasts((*_CHOICE_KINDS, "usage"))[1]
+        elif typed:
+            last = end
         ttft, e2e, tokens = first - start, last - start, out
         intended = _column(requests, "intended_ns")
         slot = _column(requests, "slot_ns") if "slot_ns" in requests.column_names else np.full(len(intended), np.nan)
@@ -341,6 +363,30 @@ def _serving_view(r: _Run, tool: Tool, api: str) -> tuple[list[ToolTotal], list[
         fig("ITL", gaps * ms, "itl.chunk", notes[2]),
         fig(names[0], e2e * ms, "e2e + connect", notes[3]),
     ]
+    return totals, figures
+
+
+def _vllm_pooling_view(r: _Run) -> tuple[list[ToolTotal], list[ToolFigure]]:
+    """vLLM's summary of an embeddings, rerank or score run (serve.py's EmbedBenchmarkMetrics:
+    requests, inputs and input tokens over the duration, and E2EL)."""
+    n, wall_s, total_in, window = r.n, r.wall_s, r.total_in, _WINDOW
+    inputs = float(np.nansum(_column(r.requests, "n_inputs"))) if "n_inputs" in r.requests.column_names else 0.0
+    latency = r.end - r.start
+    r.per_request.update(request_ids=[int(i) for i in r.ids], input_lens=[int(x) for x in np.nan_to_num(r.prompt)],
+                         latencies=[float(x) / 1e9 for x in latency], queue_times=[0.0] * n)
+    totals = [
+        ToolTotal("Successful requests", n, "outcomes ok + truncated", "measured requests"),
+        ToolTotal("Failed requests", r.failed, "measured - succeeded", "every failure class together"),
+        ToolTotal("Benchmark duration (s)", wall_s, "windows duration_s", window),
+        ToolTotal("Total input tokens", total_in, "lengths.input_tokens.server",
+                  "prompt tokens as the server counted them (the tool sums its own dataset's lengths)"),
+        ToolTotal("Total input sequences", inputs, "n_inputs", "inputs (embeddings) or documents (rerank, score)"),
+        ToolTotal("Request throughput (req/s)", n / wall_s, "throughput.requests_per_s", window),
+        ToolTotal("Input throughput (inputs/s)", inputs / wall_s,
+                  "throughput.inputs_per_s or throughput.documents_per_s", window),
+        ToolTotal("Total token throughput (tok/s)", total_in / wall_s, "throughput.input_tokens_per_s", window),
+    ]
+    figures = [r.fig("E2EL", latency * 1e-6, "e2e + connect", "starts before connecting; the whole answer")]
     return totals, figures
 
 

@@ -19,10 +19,16 @@ vLLM's are its process's perf_counter), `ttfts` (s), `itls` (s, one list per req
 `generated_texts`, `errors`; passport lists the measured requests that succeeded (vLLM lists every request, a
 failed one with zeros and its error): `failed` counts the others. Beside vLLM's keys, `passport`
 names the run folder and the passport's content hash this file was derived from.
+
+An embeddings, rerank or score run gets serve.py's other result (its EmbedBenchmarkMetrics):
+`duration`, `completed`, `failed`, `total_input_tokens`, `total_input_sequences`,
+`request_throughput`, `input_sequence_throughput`, `total_token_throughput`, `input_lens`,
+`latencies`, `queue_times`, `errors` and the e2el statistics.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from passport.audit._views import ToolView
@@ -38,6 +44,12 @@ _TOTALS = {"duration": "Benchmark duration (s)", "completed": "Successful reques
            "max_output_tokens_per_s": "Peak output token throughput (tok/s)",
            "max_concurrent_requests": "Peak concurrent requests"}
 _COUNTS = ("completed", "failed", "total_input_tokens", "total_output_tokens", "max_concurrent_requests")
+# An embeddings, rerank or score run's totals (serve.py's EmbedBenchmarkMetrics result)
+_POOLING_TOTALS = {"duration": "Benchmark duration (s)", "completed": "Successful requests",
+                   "failed": "Failed requests", "total_input_tokens": "Total input tokens",
+                   "total_input_sequences": "Total input sequences", "request_throughput": "Request throughput (req/s)",
+                   "input_sequence_throughput": "Input throughput (inputs/s)",
+                   "total_token_throughput": "Total token throughput (tok/s)"}
 
 
 def percentile_word(p: float) -> str:
@@ -53,6 +65,8 @@ def vllm_result(view: ToolView, settings: dict[str, Any], metrics: tuple[str, ..
         raise ValueError(f"a vLLM result is written from vLLM's view, not {view.tool}'s")
     totals = {t.name: t.value for t in view.totals}
     out: dict[str, Any] = dict(settings)
+    if "Input throughput (inputs/s)" in totals:  # a pooling run: serve.py's embeddings keys
+        return _pooling_result(view, totals, out, metrics, percentiles)
     for key, name in _TOTALS.items():
         value = totals.get(name)
         out[key] = (int(value) if key in _COUNTS and value is not None else value)
@@ -72,6 +86,25 @@ def vllm_result(view: ToolView, settings: dict[str, Any], metrics: tuple[str, ..
         out[f"std_{metric}_ms"] = figure.values.get("std")
         for p in percentiles:
             out[f"p{percentile_word(p)}_{metric}_ms"] = figure.values.get(f"p{percentile_word(p)}")
+    return out
+
+
+def _pooling_result(view: ToolView, totals: Mapping[str, float | None], out: dict[str, Any], metrics: tuple[str, ...],
+                    percentiles: tuple[float, ...]) -> dict[str, Any]:
+    """serve.py's result of an embeddings, rerank or score run (its `else` branch: no output
+    tokens, no TTFT), with the e2el statistics asked for (the only latency it has)."""
+    for key, name in _POOLING_TOTALS.items():
+        value = totals.get(name)
+        out[key] = int(value) if key in _COUNTS + ("total_input_sequences",) and value is not None else value
+    lists = view.per_request
+    out.update(input_lens=lists.get("input_lens", []), latencies=lists.get("latencies", []),
+               queue_times=lists.get("queue_times", []), errors=[""] * view.requests)
+    figure = next(f for f in view.figures if f.name == "E2EL")
+    if "e2el" in metrics:
+        out.update(mean_e2el_ms=figure.values.get("mean"), median_e2el_ms=figure.values.get("median"),
+                   std_e2el_ms=figure.values.get("std"))
+        for p in percentiles:
+            out[f"p{percentile_word(p)}_e2el_ms"] = figure.values.get(f"p{percentile_word(p)}")
     return out
 
 

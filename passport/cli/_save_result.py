@@ -13,6 +13,11 @@ from typing import Any
 __all__ = ["save_result", "vllm_result_of"]
 
 
+# vLLM bench serve's --backend for each endpoint kind it has a client for (a result names it)
+_BACKEND_OF = {"chat": "openai-chat", "completions": "openai", "responses": "openai-responses",
+               "audio_transcriptions": "openai-audio", "embeddings": "openai-embeddings", "rerank": "vllm-rerank",
+               "score": "vllm-rerank"}
+
 def vllm_result_of(args: argparse.Namespace, run: Any) -> tuple[dict[str, Any], str]:
     """vLLM's result JSON of the opened run, under the options of `args` (vLLM's flags: backend,
     label, percentiles, --save-detailed), and the file name vLLM would give it."""
@@ -20,13 +25,16 @@ def vllm_result_of(args: argparse.Namespace, run: Any) -> tuple[dict[str, Any], 
     from passport.audit._vllm_result import percentile_word, vllm_result, vllm_result_name
     from passport.cli._vocabulary import percentile_metrics, percentiles
 
-    chosen, metrics = percentiles(args.metric_percentiles), percentile_metrics(args.percentile_metrics)
     protocol: dict[str, Any] = run.data["protocol"]
     effective = protocol["effective"]
     api = str(effective["endpoint"]["api"])
+    # vLLM's default percentile metrics: ttft,tpot,itl for generation, e2el for a pooling run
+    chosen = percentiles(args.metric_percentiles)
+    metrics = percentile_metrics(args.percentile_metrics or ("e2el" if api in ("embeddings", "rerank", "score")
+                                                             else None))
     view = tool_view(run.files, "vllm", api, ("mean", "median", "std", *(f"p{percentile_word(p)}" for p in chosen)))
     load = effective["load"]
-    backend = args.backend or ("openai-chat" if api == "chat" else "openai")
+    backend = args.backend or _BACKEND_OF.get(api, "openai")
     closed = load["pattern"] == "closed"
     request_rate: float | str = "inf" if closed else float(load["rate_per_s"])
     uncapped = closed and args.spec is None and args.concurrency is None  # vLLM's default: every prompt at once

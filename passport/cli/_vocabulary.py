@@ -38,10 +38,11 @@ VOCABULARY: tuple[Borrowed, ...] = (
     Borrowed(VLLM, "--base-url URL", "endpoint.base_url", "`/v1` is added when the URL has no path, as vLLM "
              "appends its --endpoint"),
     Borrowed(VLLM, "--host H --port P", "endpoint.base_url", "http://H:P/v1, vLLM's default 127.0.0.1:8000"),
-    Borrowed(VLLM, "--endpoint /v1/completions", "endpoint.api", "a path (not a URL) picks the API: "
-             "/v1/completions or /v1/chat/completions"),
-    Borrowed(VLLM, "--backend openai|vllm|openai-chat", "endpoint.api", "openai and vllm: completions; "
-             "openai-chat: chat"),
+    Borrowed(VLLM, "--endpoint /v1/completions", "endpoint.api", "a path (not a URL) picks the endpoint kind: "
+             "/v1/completions, /v1/chat/completions, /v1/responses, /v1/embeddings, /v1/rerank, ..."),
+    Borrowed(VLLM, "--backend openai|vllm|openai-chat|openai-responses|openai-audio|openai-embeddings|vllm-rerank",
+             "endpoint.api", "openai and vllm: completions; openai-chat: chat; openai-responses: responses; "
+             "openai-audio: audio_transcriptions; openai-embeddings: embeddings; vllm-rerank: rerank"),
     Borrowed(VLLM, "--model ID", "endpoint.model"),
     Borrowed(VLLM, "--tokenizer PATH", "workload.tokenizer", "a local folder or gguf:<file>; nothing is downloaded"),
     Borrowed(VLLM, "--dataset-name random", "workload.input_tokens, workload.output_tokens", "the prompt is "
@@ -130,7 +131,8 @@ _DATASETS_REFUSED = {
     "random-mm": "images are a spec's workload.images (chat API)",
     "spec_bench": "not bundled: give its requests as a local JSONL (--dataset)",
 }
-_BACKENDS = {"openai": "completions", "vllm": "completions", "openai-chat": "chat"}
+_BACKENDS = {"openai": "completions", "vllm": "completions", "openai-chat": "chat", "openai-responses": "responses",
+             "openai-audio": "audio_transcriptions", "openai-embeddings": "embeddings", "vllm-rerank": "rerank"}
 
 
 class _Refuse(argparse.Action):
@@ -149,7 +151,8 @@ def add_borrowed_options(command: argparse.ArgumentParser) -> None:
     vllm.add_argument("--base-url", metavar="URL", help="the server (vLLM's --base-url): endpoint.base_url")
     vllm.add_argument("--host", metavar="HOST", help="with --port, the server at http://HOST:PORT/v1")
     vllm.add_argument("--port", type=int, metavar="PORT", help="with --host (default 127.0.0.1), the server's port")
-    vllm.add_argument("--backend", metavar="NAME", help="openai or vllm: the completions API; openai-chat: chat")
+    vllm.add_argument("--backend", metavar="NAME", help="openai or vllm: the completions API; openai-chat: chat; "
+                      "openai-responses, openai-audio, openai-embeddings, vllm-rerank: those endpoint kinds")
     vllm.add_argument("--dataset-name", metavar="NAME", help="random (synthetic, of the lengths given) or sharegpt "
                                                              "(with --dataset-path)")
     vllm.add_argument("--dataset-path", metavar="FILE", help="the local file of --dataset-name sharegpt")
@@ -258,9 +261,8 @@ def borrowed_overrides(args: argparse.Namespace, patch: Callable[[str, Any, str]
     get: Callable[[str], Any] = lambda name: getattr(args, name, None)  # noqa: E731
     if get("backend") is not None:
         if get("backend") not in _BACKENDS:
-            raise SpecError(f"--backend {get('backend')}: passport measures the OpenAI-compatible chat and "
-                            f"completions APIs; use {', '.join(_BACKENDS)} (other endpoint kinds are not measured "
-                            "yet)")
+            raise SpecError(f"--backend {get('backend')}: not one of vLLM's backends passport speaks; use "
+                            f"{', '.join(_BACKENDS)} (or --api for the other endpoint kinds)")
         patch("endpoint.api", _BACKENDS[get("backend")], f"--backend {get('backend')}")
     name = get("dataset_name")
     if name is not None:

@@ -92,7 +92,7 @@ def headline_lines(p: Passport) -> list[str]:
         lines.append(f"throughput {', '.join(rates)}, {num(req['mean'] if req else None, 3)} req/s")
     elif out is not None and out["n"]:
         lines.append(f"throughput {num(out['mean'])} output tok/s, {num(req['mean'] if req else None, 3)} req/s")
-    rtfx = m.get("rtfx")
+    rtfx = m.get("rtfx.request")
     if rtfx is not None and rtfx["n"]:
         lines.append(f"{'rtfx':<10} p50 {num(rtfx['p50']):>9} x   min {num(rtfx.get('min')):>9} x   "
                      f"(n={rtfx['n']}, audio s per wall s, per request)")

@@ -46,6 +46,14 @@ def test_vllms_bench_serve_command_line_is_the_spec_it_means() -> None:
     assert sources["load.warmup"] == "--num-warmups" and sources["workload.input_tokens"] == "--random-input-len"
 
 
+@pytest.mark.parametrize(("backend", "api"), [("openai-embeddings", "embeddings"), ("vllm-rerank", "rerank"),
+                                              ("openai-audio", "audio_transcriptions"),
+                                              ("openai-responses", "responses")])
+def test_vllms_backends_for_the_other_endpoint_kinds_pick_the_kind(backend: str, api: str) -> None:
+    spec, sources = _spec("--backend", backend, "--base-url", "http://h:1", "--num-prompts", "4")
+    assert spec.endpoint.api == api and sources["endpoint.api"] == f"--backend {backend}"
+
+
 def test_vllms_defaults_send_every_prompt_at_once_and_its_endpoint_path_picks_the_api() -> None:
     spec, _ = _spec("--host", "10.0.0.5", "--port", "9000", "--endpoint", "/v1/chat/completions",
                     "--num-prompts", "50")
@@ -55,6 +63,8 @@ def test_vllms_defaults_send_every_prompt_at_once_and_its_endpoint_path_picks_th
                     "--random-prefix-len", "32")
     assert (spec.load.pattern, spec.load.burstiness, spec.load.rate_per_s) == ("gamma", 0.5, 3)
     assert spec.workload.shared_prefix is not None and spec.workload.shared_prefix.prefix_tokens == 32
+    spec, _ = _spec("--host", "h", "--endpoint", "/v1/embeddings", "--num-prompts", "4")
+    assert spec.endpoint.api == "embeddings"
     spec, _ = _spec("--base-url", "http://h:1", "--dataset-name", "sharegpt", "--dataset-path", "sg.json")
     assert spec.workload.source is not None and spec.workload.source.format == "sharegpt"
 
@@ -88,7 +98,7 @@ def test_guidellms_data_with_a_spread_is_a_clamped_normal() -> None:
     (("--goodput", "ttft:200"), "declare them as `slo:` in a spec"),
     (("--dataset-name", "sonnet"), "the sonnet dataset is not bundled"),
     (("--dataset-name", "sharegpt"), "give the local file as --dataset-path FILE"),
-    (("--backend", "openai-audio"), "passport measures the OpenAI-compatible chat and completions APIs"),
+    (("--backend", "tgi"), "not one of vLLM's backends passport speaks"),
     (("--random-range-ratio", "1.5"), "give a ratio from 0 to below 1"),
     (("--data", "prompt_tokens=8,images=2"), "images is not a length passport reads"),
     (("--metric-percentiles", "50,abc", "--save-result"), "write percentiles separated by commas"),

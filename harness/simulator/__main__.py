@@ -40,6 +40,8 @@ def main() -> None:
     parser.add_argument("--ignore-formats", action="store_true",
                         help="answer structured-output and tool requests with plain text (fields dropped)")
     parser.add_argument("--eos-after-tokens", type=int, default=None)
+    parser.add_argument("--embedding-dim", type=int, default=64, metavar="D",
+                        help="the length of /v1/embeddings vectors")
     parser.add_argument("--tokens-per-chunk", type=int, default=1, metavar="K",
                         help="after a first chunk of one token, send K tokens in each chunk, one ITL apart (as "
                              "speculative decoding does)")
@@ -83,6 +85,7 @@ def main() -> None:
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
         counter_value=args.counter_value, tokens_per_chunk=args.tokens_per_chunk,
+        embedding_dim=args.embedding_dim,
     )
     context = None
     if args.tls_cert:

@@ -165,6 +165,14 @@ def test_a_responses_answer_that_used_its_whole_budget_stopped_at_the_limit() ->
     assert judge(_exchange(body, "text/event-stream"), "responses", False, 8)[1] == "ok"
 
 
+def test_vllms_completed_event_with_status_incomplete_is_a_stop_at_the_limit() -> None:
+    s = summarize_responses(_typed({"type": "response.output_text.delta", "delta": "a"},
+                                   {"type": "response.completed", "response": {
+                                       "status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+                                       "usage": {"input_tokens": 3, "output_tokens": 1}}}))
+    assert s.finish_reason == "length" and s.completion_tokens == 1
+
+
 def test_responses_reasoning_tool_calls_incomplete_and_failures() -> None:
     s = summarize_responses(_typed(
         {"type": "response.reasoning_text.delta", "delta": "think"},

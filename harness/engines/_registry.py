@@ -6,16 +6,16 @@ from typing import Any
 from urllib.parse import urlparse
 
 from harness._control import ControlClient
-from harness.engines import _llamacpp, _managed, _mlx, _ollama, _sglang, _simulator, _tgi, _trtllm, _vllm
+from harness.engines import _llamacpp, _managed, _mlx, _ollama, _sglang, _simulator, _tei, _tgi, _trtllm, _vllm
 from harness.engines._profile import EngineProfile
 
 __all__ = ["register", "unregister", "profiles", "profile", "detect", "engine_of_card", "engine_of_fingerprint"]
 
 # Order matters where two checks could both pass: an MLX fingerprint also fits TGI's pattern,
-# so MLX comes first; TGI's /info check is tried before Ollama's /api/version and llama.cpp's
-# /props.
+# so MLX comes first; TEI's /info (with a model_type) before TGI's; TGI's /info check is tried
+# before Ollama's /api/version and llama.cpp's /props.
 _PROFILES: list[EngineProfile] = [
-    _vllm.PROFILE, _sglang.PROFILE, _trtllm.PROFILE, _mlx.PROFILE, _tgi.PROFILE, _ollama.PROFILE,
+    _vllm.PROFILE, _sglang.PROFILE, _trtllm.PROFILE, _mlx.PROFILE, _tei.PROFILE, _tgi.PROFILE, _ollama.PROFILE,
     _llamacpp.PROFILE, _simulator.PROFILE, *_managed.PROFILES,
 ]
 

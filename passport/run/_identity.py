@@ -25,7 +25,7 @@ DECLARED_ALIASES = {
     "weights_format": "model.quantization", "quantization": "model.quantization", "dtype": "model.dtype",
     "kv_cache_dtype": "engine.kv_cache_dtype", "tensor_parallel_size": "engine.tensor_parallel_size",
     "revision": "model.revision", "speculative": "engine.speculative", "prefix_caching": "engine.prefix_caching",
-    "max_context": "model.max_context", "engine_version": "engine.version",
+    "max_context": "model.max_context", "engine_version": "engine.version", "pooling": "model.pooling",
 }
 
 

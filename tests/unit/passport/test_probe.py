@@ -62,3 +62,30 @@ def test_declared_values_fill_standard_fields_the_endpoint_cannot_tell() -> None
     assert fields["engine.tensor_parallel_size"].via == "identity.tensor_parallel_size"
     assert fields["engine.version"].source == "probed" and fields["engine.version"].value == "1.1.0"  # probed wins
     assert fields["declared.engine_version"].value == "9.9"  # but what was declared is kept
+
+
+def test_tei_is_told_from_tgi_by_its_model_type_and_an_embedder_reports_its_shape() -> None:
+    """TEI's /info (router/src/lib.rs `Info`, written out by hand) and an embeddings answer: the
+    pooling, the longest input and the dtype from /info, the dimension and normalisation from one
+    untimed request of two inputs."""
+    info = {"model_id": "BAAI/bge-small-en-v1.5", "model_sha": "5c38ec7", "model_dtype": "float16",
+            "model_type": {"embedding": {"pooling": "cls"}}, "max_concurrent_requests": 512,
+            "max_input_length": 512, "max_batch_tokens": 16384, "max_batch_requests": None,
+            "max_client_batch_size": 32, "auto_truncate": False, "tokenization_workers": 4, "version": "1.7.0",
+            "sha": None, "docker_label": None}
+    vectors = [[0.6, 0.8, 0.0], [0.0, 0.6, 0.8]]
+    fixture = {"base_url": "http://tei:8080/v1", "routes": {
+        "GET /info": {"json": info},
+        "POST /v1/embeddings": {"json": {"object": "list", "data": [
+            {"object": "embedding", "index": i, "embedding": v} for i, v in enumerate(vectors)]}}}}
+    with _client(fixture) as control:
+        fields = probe_endpoint(control, [], "bge", fixture["base_url"], "embeddings")
+    got = {k: (v.value, v.via) for k, v in fields.items()}
+    assert got["engine.name"] == ("tei", "/info model_type") and got["engine.version"] == ("1.7.0", "/info")
+    assert got["model.pooling"] == ("cls", "/info model_type.embedding.pooling")
+    assert got["model.max_context"] == (512, "/info max_input_length")
+    assert got["model.dtype"] == ("float16", "/info model_dtype") and got["model.task"][0] == "embedding"
+    assert got["model.embedding_dim"][0] == 3 and got["model.embedding_normalized"][0] is True
+    tgi = json.loads((REPO / "tests" / "data" / "engines" / "tgi.json").read_text())
+    with _client(tgi) as control:  # TGI's /info has no model_type: not taken for TEI
+        assert probe_endpoint(control, control.models(), "m", tgi["base_url"])["engine.name"].value == "tgi"

@@ -121,7 +121,7 @@ class Exchange:
 class _Connection(asyncio.Protocol):
     __slots__ = ("_pool", "_parser", "_transport", "exchange", "closed", "_t_ns", "_headers_done",
                  "_chunked_or_length", "_sink", "_ok", "_read_ends", "_read_times", "_limits", "_head_bytes",
-                 "_event_start", "_events", "_fd")
+                 "_event_start", "_events", "_fd", "_whole")
 
     def __init__(self, pool: HttpClient) -> None:
         self._pool = pool
@@ -138,6 +138,7 @@ class _Connection(asyncio.Protocol):
         self._events = 0
         self._sink = bytearray()  # where on_body appends: the SSE buffer of a 200 response
         self._ok = False
+        self._whole = False  # a 200 answer in one JSON body (embeddings, rerank): no event limits
         self._read_ends: array[int] = array("q")
         self._read_times: array[int] = array("q")
         self._fd = -1  # the socket, for the pacer's own writes (-1 for TLS: only its transport writes)
@@ -206,6 +207,7 @@ class _Connection(asyncio.Protocol):
         self._headers_done = True
         ex.status = self._parser.get_status_code()
         self._ok = ex.status == 200
+        self._whole = self._ok and ex.content_type is not None and "json" in ex.content_type.lower()
         if self._ok:
             self._sink, self._read_ends, self._read_times = ex.sse.receive_buffers()
         else:
@@ -228,9 +230,9 @@ class _Connection(asyncio.Protocol):
                 self._events += body.count(b"\r\n\r\n")
             if size > limits.bytes_per_response:
                 self._cut_off(f"the response exceeded {limits.bytes_per_response} bytes")
-            elif size - self._event_start > limits.bytes_per_event:
+            elif size - self._event_start > limits.bytes_per_event and not self._whole:
                 self._cut_off(f"an event exceeded {limits.bytes_per_event} bytes")
-            elif self._events > limits.events_per_response:
+            elif self._events > limits.events_per_response and not self._whole:
                 self._cut_off(f"the response exceeded {limits.events_per_response} events")
         elif len(self._sink) < _ERROR_BODY_LIMIT_BYTES:
             self._sink += body[: _ERROR_BODY_LIMIT_BYTES - len(self._sink)]
@@ -264,7 +266,7 @@ class _Connection(asyncio.Protocol):
         ex._conn = None
         self._headers_done = False
         self._chunked_or_length = False
-        self._ok = False
+        self._ok = self._whole = False
         self._head_bytes = self._event_start = self._events = 0
         assert ex.done is not None
         if not ex.done.done():

@@ -142,3 +142,23 @@ def test_a_suite_for_another_kind_is_refused_before_anything_is_sent(simulator: 
     assert done.returncode == 2, done.stdout + done.stderr
     assert "rerank_order case, for endpoint.api rerank or score, and this run's is embeddings" in done.stderr
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
+
+
+def test_a_whole_answer_is_bounded_by_the_response_limit_not_the_events(simulator: SimFactory,
+                                                                          tmp_path: Path) -> None:
+    """An embeddings body is one JSON document, so limits.bytes_per_event (meant for one SSE event)
+    does not cut it; limits.bytes_per_response still does."""
+    url = simulator("--ttft-ms", "1", "--itl-ms", "1", "--embedding-dim", "1024")
+    common = ("run", "--endpoint", url, "--api", "embeddings", "--max-concurrency", "2", "--num-prompts", "6",
+              "--set", "workload.inputs_per_request=8", "--set", "limits.bytes_per_event=65536", *LENIENT_FLAGS)
+    done = run_cli(*common, "--out", str(tmp_path / "fits"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    requests = pq.read_table(only_run_dir(tmp_path / "fits") / "requests.parquet").to_pandas()
+    assert (requests.outcome == "ok").all() and (requests.embedding_dim == 1024).all()
+    chunks = pq.read_table(only_run_dir(tmp_path / "fits") / "chunks.parquet").to_pandas()
+    assert (chunks.n_chars > 65536).all()  # each body is past the event limit, and whole
+    over = run_cli(*common, "--set", "limits.bytes_per_response=65536", "--set", "validity.max_error_rate=1",
+                   "--out", str(tmp_path / "over"))
+    requests = pq.read_table(only_run_dir(tmp_path / "over") / "requests.parquet").to_pandas()
+    assert over.returncode == 1 and set(requests.outcome) == {"stream_error"}
+    assert set(requests.error) == {"the response exceeded 65536 bytes"}

@@ -47,6 +47,7 @@ __all__ = ["run_report_blocks", "check_reports", "headline_lines", "slo_lines", 
 
 HEADLINE_METRICS = ("ttft.any", "ttft.content", "itl.chunk", "itl.token", "tpot", "e2e", "ttft.any.sched",
                     "dispatch_lag")
+_WHOLE_KINDS = ("embeddings", "rerank", "score")  # endpoint kinds answered whole: no token times
 _RATES = ("throughput.output_tokens_per_s", "throughput.total_tokens_per_s", "throughput.requests_per_s",
           "goodput.requests_per_s", "goodput.output_tokens_per_s", "concurrency")
 
@@ -201,10 +202,11 @@ def _value(v: object) -> str:
 
 def _results_blocks(p: Passport) -> list[Block]:
     m = p.results["metrics"]
+    whole = (p.protocol.effective.get("endpoint") or {}).get("api") in _WHOLE_KINDS  # nothing generated
+    latencies = [k for k in HEADLINE_METRICS if k in m and not (whole and k.split(".")[0] in ("ttft", "itl", "tpot"))]
     blocks: list[Block] = [
         Heading("Latency (ms)"),
-        Table(["metric", "n", "p50", "p90", "p99", "mean", "max"],
-              [_stat_row(k, m[k]) for k in HEADLINE_METRICS if k in m]),
+        Table(["metric", "n", "p50", "p90", "p99", "mean", "max"], [_stat_row(k, m[k]) for k in latencies]),
     ]
     fi = p.results["metrics_failure_inclusive"]
     if any(s["n_failed"] for s in fi.values()):
@@ -212,12 +214,21 @@ def _results_blocks(p: Passport) -> list[Block]:
                    Table(["metric", "n", "failed", "p50", "p90", "p99"],
                          [[f"`{k}`", str(s["n"]), str(s["n_failed"] or 0), ms(s["p50"]), ms(s["p90"]), ms(s["p99"])]
                           for k, s in fi.items()])]
+    rates = [k for k, _, _ in _KIND_RATES] + [k for k in _RATES if not (whole and "output_tokens" in k)]
     blocks += [Heading("Throughput"),
                Table(["metric", "repetitions", "mean", "min", "max"],
                      [[f"`{k}`", str(m[k]["n"]), num(m[k]["mean"]), num(m[k]["min"]), num(m[k]["max"])]
-                      for k in _RATES if k in m])]
+                      for k in rates if k in m])]
+    rtfx = m.get("rtfx.request")
+    if rtfx is not None:
+        blocks += [Heading("Real-time factor per request (audio s per wall s)"),
+                   Para("`rtfx.request`: the clip's seconds / (end - sent) of each successful measured request; "
+                        "higher is better, so the slow tail is the minimum."),
+                   Table(["metric", "n", "min", "p50", "mean", "max"],
+                         [["`rtfx.request`", str(rtfx["n"]), num(rtfx["min"]), num(rtfx["p50"]), num(rtfx["mean"]),
+                           num(rtfx["max"])]])]
     speed = m.get("tps.user")
-    if speed is not None:  # passports before it was defined have none
+    if speed is not None and not whole:  # passports before it was defined have none
         blocks += [Heading("Speed per user (tokens/s)"),
                    Para("`tps.user`: completion tokens / (end - first token) of each successful measured request "
                         "with two or more tokens, the decode speed one user sees; higher is better, so the slow "

@@ -1,7 +1,16 @@
 """llama.cpp's llama-server: owned_by `llamacpp` (or answering /props, or a `b<build>-<hash>`
 fingerprint); identity from /props and the /v1/models `meta`; prefix cache emptied by erasing
 every slot, else `cache_prompt: false`; Prometheus /metrics (with --metrics); POST /tokenize
-reading `content`; `json_schema` on /completions."""
+reading `content`; `json_schema` on /completions.
+
+Endpoint kinds past chat, live in the e2e tier (tests/e2e/test_llamacpp_kinds.py): /v1/embeddings
+from a launch with `--embeddings --pooling mean` (Gemma 3 270M: 640-dimensional vectors,
+normalised; the default-embeddings canaries pass; it does not report its pooling over HTTP, so
+declare it: `identity: {pooling: mean}`), and the /v1/responses and /v1/messages streams of an
+ordinary launch. Its Responses stream ends an answer that stopped at `max_output_tokens` with
+`response.completed`, status `completed`, where the API says `incomplete`: passport reads an
+answer that used its whole budget as `length`. /v1/rerank needs `--reranking` and a reranker
+GGUF, which no package on the registry carries: rerank is tested against the simulator only."""
 
 from __future__ import annotations
 

@@ -1,6 +1,14 @@
 """vLLM: owned_by `vllm`; identity from /version, /v1/models, /server_info (dev mode) and the
 `vllm:cache_config_info` metric; prefix cache reset by POST /reset_prefix_cache (dev mode), else
-a per-run `cache_salt`; Prometheus /metrics; POST /tokenize; `structured_outputs` on /completions."""
+a per-run `cache_salt`; Prometheus /metrics; POST /tokenize; `structured_outputs` on /completions.
+
+Endpoint kinds past chat: /v1/embeddings, /v1/rerank (the Jina/Cohere body), /v1/score (`text_1`,
+`text_2`), /v1/responses and /v1/audio/transcriptions, sent and parsed as vLLM documents them
+(harness._pooling, _responses, _audio); `passport show --as vllm` gives vLLM bench serve's own view
+of each. Its Responses stream ends an answer cut at `max_output_tokens` with `response.completed`
+carrying `status: incomplete` (read as `length`); its transcription stream carries usage only with
+the form field `stream_include_usage` (`--set decoding.extra.stream_include_usage=true`). Not run
+live here: the e2e tier's vLLM CPU environment serves a generative model only."""
 
 from __future__ import annotations
 

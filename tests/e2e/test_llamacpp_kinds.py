@@ -1,7 +1,7 @@
 """The endpoint kinds past chat on the real engine (issue 46): llama-server serving Gemma 3 270M
 as an embedder (`--embeddings --pooling mean`), and its own /v1/responses and /v1/messages
 streams. llama.cpp's /v1/rerank needs a reranker GGUF, which no package on the registry carries,
-so rerank and score run against the simulator only (docs/reference/endpoint-kinds.md)."""
+so rerank and score run against the simulator only (docs/performance/endpoint-kinds.md)."""
 
 from __future__ import annotations
 

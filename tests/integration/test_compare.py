@@ -45,8 +45,8 @@ def test_a_known_ttft_difference_is_significant_and_identical_engines_are_not(
     slow = _run(simulator, write_spec, tmp_path / "slow", ttft_ms=45)
     result = run_cli("compare", str(base), str(same), str(slow))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert [line.split(":")[0] for line in result.stdout.splitlines()[2:10]] == [  # under the method line
-        f"{'same':<8} {name}" for name in ("model", "precision", "decoding", "workload", "load", "window", "cache",
+    assert [line.split(":")[0] for line in result.stdout.splitlines()[2:11]] == [  # under the method line
+        f"{'same':<8} {name}" for name in ("endpoint", "model", "precision", "decoding", "workload", "load", "window", "cache",
                                            "validity")]
     tables = result.stdout.split(" against ")
     same_rows, slow_rows = _verdicts(tables[1]), _verdicts(tables[2])

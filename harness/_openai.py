@@ -49,6 +49,7 @@ __all__ = [
     "MAX_TOKEN_COUNT",
     "impossible_accounting",
     "usage_count",
+    "seal",
 ]
 
 # The endpoint kinds (`endpoint.api`): chat and completions here; the others' bodies and parsers in
@@ -272,8 +273,6 @@ def summarize(sse: SSEParser, api: Api) -> StreamSummary:
     kinds: list[int] = []
     n_chars: list[int] = []
     chat = api == "chat"
-    first_token = first_content = last_token = None
-    n_token = 0
     done = False
     for i, obj in enumerate(_parse_all(sse)):
         kind, chars = ChunkKind.EMPTY, 0
@@ -326,20 +325,33 @@ def summarize(sse: SSEParser, api: Api) -> StreamSummary:
                     added = _tool_calls(s, calls)
                     if added and not text and not thought:
                         kind, chars = ChunkKind.TOOL_CALL, added
-                if kind:  # CONTENT, REASONING or TOOL_CALL
-                    if first_token is None:
-                        first_token = i
-                    last_token = i
-                    n_token += 1
-                    if kind == ChunkKind.CONTENT and first_content is None:
-                        first_content = i
         kinds.append(kind)
         n_chars.append(chars)
+    return seal(s, kinds, n_chars, content_parts, reasoning_parts)
+
+
+# Chunk kinds that carry a token (CONTENT, REASONING, TOOL_CALL) as 1, every other kind as 0
+_TOKEN_KINDS = bytes(1 if k in (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL) else 0
+                     for k in range(256))
+
+
+def seal(s: StreamSummary, kinds: list[int], n_chars: list[int], content: list[str],
+         reasoning: list[str]) -> StreamSummary:
+    """Finish a summary from its per-event kinds and sizes: the first and last token-carrying
+    events, the first content event and their count come from the kinds (byte searches, no
+    Python loop); the texts are joined. Shared by every streaming parser."""
     s.kinds = array("b", kinds)
     s.n_chars = array("i", n_chars)
-    s.first_token, s.first_content, s.last_token, s.n_token_chunks = first_token, first_content, last_token, n_token
-    s.content = "".join(content_parts)
-    s.reasoning = "".join(reasoning_parts)
+    raw = s.kinds.tobytes()
+    tokens = raw.translate(_TOKEN_KINDS)
+    first = tokens.find(1)
+    s.first_token = first if first >= 0 else None
+    s.last_token = tokens.rfind(1) if first >= 0 else None
+    s.n_token_chunks = tokens.count(1)
+    first_content = raw.find(ChunkKind.CONTENT)
+    s.first_content = first_content if first_content >= 0 else None
+    s.content = "".join(content)
+    s.reasoning = "".join(reasoning)
     return s
 
 

@@ -12,14 +12,13 @@ parser does. A `[DONE]` (which some servers add) counts as the end, and nothing 
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from harness._openai import ChunkKind, StreamSummary
+from harness._openai import ChunkKind, StreamSummary, seal
 from harness._sse import SSEParser
 
 __all__ = ["Carried", "summarize_typed"]
@@ -48,8 +47,6 @@ def summarize_typed(sse: SSEParser, handle: Handler) -> StreamSummary:
     n_chars: list[int] = []
     content: list[str] = []
     reasoning: list[str] = []
-    first_token = first_content = last_token = None
-    n_token = 0
     ended = False
     for i, payload in enumerate(sse.payloads):
         kind, chars = ChunkKind.EMPTY, 0
@@ -76,24 +73,13 @@ def summarize_typed(sse: SSEParser, handle: Handler) -> StreamSummary:
                 elif carried.text:
                     kind, chars = ChunkKind.CONTENT, len(carried.text) + len(carried.reasoning)
                     content.append(carried.text)
-                    if first_content is None:
-                        first_content = i
                 elif carried.reasoning:
                     kind, chars = ChunkKind.REASONING, len(carried.reasoning)
                 elif carried.call_chars:
                     kind, chars = ChunkKind.TOOL_CALL, carried.call_chars
                 if carried.reasoning:
                     reasoning.append(carried.reasoning)
-                if kind in (ChunkKind.CONTENT, ChunkKind.REASONING, ChunkKind.TOOL_CALL):
-                    first_token = i if first_token is None else first_token
-                    last_token = i
-                    n_token += 1
                 ended = ended or carried.final
         kinds.append(kind)
         n_chars.append(chars)
-    s.kinds = array("b", kinds)
-    s.n_chars = array("i", n_chars)
-    s.first_token, s.first_content, s.last_token, s.n_token_chunks = first_token, first_content, last_token, n_token
-    s.content = "".join(content)
-    s.reasoning = "".join(reasoning)
-    return s
+    return seal(s, kinds, n_chars, content, reasoning)

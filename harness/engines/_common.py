@@ -9,7 +9,7 @@ from typing import Any
 
 from harness._control import ControlClient
 from harness._prom import Sample, samples
-from harness.engines._profile import TokenizeRoute
+from harness.engines._profile import ProbeContext, TokenizeRoute
 
 __all__ = ["prometheus_samples", "sha256_text", "call_until_ok", "salt_requests", "OPENAI_STYLE_TOKENIZE",
            "ANY_TOKENIZE"]
@@ -29,6 +29,15 @@ def prometheus_samples(control: ControlClient, path: str = "/metrics") -> list[S
 def sha256_text(text: Any) -> str | None:
     """sha256 of a non-empty string (a chat template), else None."""
     return hashlib.sha256(text.encode()).hexdigest() if isinstance(text, str) and text else None
+
+
+def put_hf_info(p: ProbeContext, info: dict[str, Any]) -> None:
+    """The fields Hugging Face's servers (TGI, TEI) share in `GET /info`: version, build, model id
+    and revision."""
+    p.put("engine.version", info.get("version"), "/info")
+    p.put("engine.build", info.get("sha") or info.get("docker_label"), "/info")
+    p.put("model.root", info.get("model_id"), "/info")
+    p.put("model.revision", info.get("model_sha"), "/info model_sha")
 
 
 def call_until_ok(control: ControlClient, method: str, path: str, tries: int = 1) -> int | None:

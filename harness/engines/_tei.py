@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.engines._common import put_hf_info
 from harness.engines._profile import EngineProfile, ProbeContext
 
 __all__ = ["PROFILE"]
@@ -23,10 +24,7 @@ def _model_type(info: dict[str, Any]) -> dict[str, Any] | None:
 
 def _probe(p: ProbeContext) -> None:
     info = p.control.get_json("/info") or {}
-    p.put("engine.version", info.get("version"), "/info")
-    p.put("engine.build", info.get("sha") or info.get("docker_label"), "/info")
-    p.put("model.root", info.get("model_id"), "/info")
-    p.put("model.revision", info.get("model_sha"), "/info model_sha")
+    put_hf_info(p, info)
     p.put("model.dtype", info.get("model_dtype"), "/info model_dtype")
     p.put("model.max_context", info.get("max_input_length"), "/info max_input_length")
     kind = _model_type(info) or {}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from harness.engines._common import prometheus_samples
+from harness.engines._common import prometheus_samples, put_hf_info
 from harness.engines._profile import Api, EngineProfile, ProbeContext, StructuredForm
 
 __all__ = ["PROFILE"]
@@ -16,10 +16,7 @@ __all__ = ["PROFILE"]
 
 def _probe(p: ProbeContext) -> None:
     info = p.control.get_json("/info") or {}
-    p.put("engine.version", info.get("version"), "/info")
-    p.put("engine.build", info.get("sha") or info.get("docker_label"), "/info")
-    p.put("model.root", info.get("model_id"), "/info")
-    p.put("model.revision", info.get("model_sha"), "/info model_sha")
+    put_hf_info(p, info)
     p.put("model.max_context", info.get("max_total_tokens"), "/info max_total_tokens")
     p.put("capacity.context_per_sequence", info.get("max_total_tokens"), "/info max_total_tokens")
     for s in prometheus_samples(p.control):

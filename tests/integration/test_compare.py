@@ -46,8 +46,8 @@ def test_a_known_ttft_difference_is_significant_and_identical_engines_are_not(
     result = run_cli("compare", str(base), str(same), str(slow))
     assert result.returncode == 0, result.stdout + result.stderr
     assert [line.split(":")[0] for line in result.stdout.splitlines()[2:11]] == [  # under the method line
-        f"{'same':<8} {name}" for name in ("endpoint", "model", "precision", "decoding", "workload", "load", "window", "cache",
-                                           "validity")]
+        f"{'same':<8} {name}" for name in ("endpoint", "model", "precision", "decoding", "workload", "load", "window",
+                                           "cache", "validity")]
     tables = result.stdout.split(" against ")
     same_rows, slow_rows = _verdicts(tables[1]), _verdicts(tables[2])
     # Ground truth is the script: TTFT 30 or 45 ms (5 ms jitter), ITL 3 ms for all; the identical

@@ -51,4 +51,6 @@ def test_a_campaign_of_several_endpoint_kinds_ranks_each_kind_apart(simulator: S
     assert "no single best arm: the arms serve 3 endpoint kinds" in done.stdout
     assert run_cli("verify", str(folder)).returncode == 0
     gate = run_cli("gate", str(folder), "--require", "arms.best.throughput.requests_per_s > 1")
-    assert gate.returncode == 1 and "best per kind: embeddings: none (emb-a and emb-b tie)" in gate.stdout
+    # The tied arms are named best mean first, so their order follows the noise of this run.
+    assert gate.returncode == 1 and any(f"best per kind: embeddings: none ({pair} tie)" in gate.stdout
+                                        for pair in ("emb-a and emb-b", "emb-b and emb-a"))

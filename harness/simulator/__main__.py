@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import ssl
 import sys
 from collections.abc import Callable, Coroutine
@@ -62,6 +63,11 @@ def main() -> None:
     parser.add_argument("--prefix-cache", action="store_true",
                         help="serve repeated prompts from a cache (cached_tokens in usage, a faster first token); "
                              "POST /reset_prefix_cache empties it")
+    parser.add_argument("--reuse-port", action="store_true",
+                        help="share the port with other simulator processes (SO_REUSEPORT): the kernel spreads "
+                             "connections over them, for loads one process cannot serve")
+    parser.add_argument("--api-key-env", metavar="NAME",
+                        help="answer POSTs 401 unless they carry `Authorization: Bearer $NAME` (as a gated endpoint)")
     parser.add_argument("--build", default="dev", help="the build GET /version reports (engine.build)")
     parser.add_argument("--endless-path", metavar="PATH", help="answer GET PATH with a body that never ends")
     args = parser.parse_args()
@@ -73,6 +79,9 @@ def main() -> None:
         script = yaml.safe_load(Path(args.script).read_text()) if args.script else []
     except (OSError, yaml.YAMLError) as exc:
         parser.error(f"--script {args.script}: {exc}")
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    if args.api_key_env and not api_key:
+        parser.error(f"--api-key-env {args.api_key_env}: that variable is not set")
     config = SimConfig(
         ttft_ms=args.ttft_ms, itl_ms=args.itl_ms, ttft_jitter_ms=args.ttft_jitter_ms,
         itl_jitter_ms=args.itl_jitter_ms, seed=args.seed, model=args.model,
@@ -85,7 +94,7 @@ def main() -> None:
         ignore_formats=args.ignore_formats, huge_event_mib=args.huge_event_mib, endless_path=args.endless_path,
         die_after=args.die_after, prefix_cache=args.prefix_cache, build=args.build,
         counter_value=args.counter_value, tokens_per_chunk=args.tokens_per_chunk,
-        embedding_dim=args.embedding_dim,
+        embedding_dim=args.embedding_dim, api_key=api_key,
     )
     context = None
     if args.tls_cert:
@@ -107,7 +116,7 @@ def main() -> None:
     except ImportError:
         run = asyncio.run
     try:
-        run(serve(config, args.host, args.port, ssl_context=context, on_bound=ready))
+        run(serve(config, args.host, args.port, ssl_context=context, on_bound=ready, reuse_port=args.reuse_port))
     except OSError as exc:
         sys.exit(f"python -m harness.simulator: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
                  "is another server there? choose another --port")

@@ -106,6 +106,7 @@ class SimConfig:
     # a chunk, one ITL apart, as speculative decoding sends them (`sim.tokens` says how many).
     tokens_per_chunk: int = 1
     embedding_dim: int = 64  # the length of /v1/embeddings vectors (see _kinds.py for the other kinds)
+    api_key: str | None = None  # POSTs without `Authorization: Bearer <api_key>` get 401 (never quoting it)
 
 
 class _State:
@@ -313,6 +314,9 @@ class _SimProtocol(asyncio.Protocol):
                     return
                 n = len(text.split())
                 self._write_simple(200, orjson.dumps({"tokens": list(range(n)), "count": n}))
+            elif (method == b"POST" and self.state.config.api_key is not None
+                  and self.authorization != f"Bearer {self.state.config.api_key}"):
+                self._write_simple(401, b'{"error":{"message":"missing or wrong API key","code":401}}')
             elif method == b"POST" and path in _GENERATING:
                 if self.served and self.state.config.drop_reused:
                     assert self.transport is not None
@@ -594,15 +598,18 @@ class _SimProtocol(asyncio.Protocol):
 async def serve(config: SimConfig, host: str = "127.0.0.1", port: int = 0,
                 ready: threading.Event | None = None, bound: list[int] | None = None,
                 stop: asyncio.Event | None = None, ssl_context: ssl.SSLContext | None = None,
-                on_bound: Callable[[int], None] | None = None) -> None:
+                on_bound: Callable[[int], None] | None = None, reuse_port: bool = False) -> None:
     """Serve until `stop` is set (forever when None); `bound` receives the actual port, and
-    `on_bound` is called with it once the socket listens."""
+    `on_bound` is called with it once the socket listens. `reuse_port`: several simulator
+    processes listen on one address and the kernel spreads the connections over them (each
+    keeps its own counters), for loads one process cannot serve."""
     state = _State(config)
     loop = asyncio.get_running_loop()
     # asyncio's default backlog of 100 overflowed when 10,000 users connected at once: the SYNs past
     # it waited a second to be sent again, and some connections were reset; servers in front of
     # engines listen with thousands (uvicorn 2048); the kernel caps it at net.core.somaxconn
-    server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context, backlog=4096)
+    server = await loop.create_server(lambda: _SimProtocol(state), host, port, ssl=ssl_context, backlog=4096,
+                                      reuse_port=reuse_port or None)
     if bound is not None:
         bound.append(server.sockets[0].getsockname()[1])
     if on_bound is not None:

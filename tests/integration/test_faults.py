@@ -115,10 +115,17 @@ def test_bad_spec_names_the_field_and_writes_nothing(write_spec: WriteSpec, tmp_
     assert not (tmp_path / "out").exists()
 
 
-def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path) -> None:
+def test_api_key_never_lands_in_any_output_file(simulator: SimFactory, write_spec: WriteSpec, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-passport-test-7f3a9c1e5b"
-    url = simulator("--ttft-ms", "2", "--itl-ms", "1")
+    monkeypatch.setenv("MY_KEY", secret)  # the simulator answers 401 to a request without it
+    url = simulator("--ttft-ms", "2", "--itl-ms", "1", "--api-key-env", "MY_KEY")
     spec = write_spec(_spec(url, {"pattern": "closed", "concurrency": 2, "measure": {"requests": 6}}))
+    refused = run_cli("run", str(spec), "--out", str(tmp_path / "no-key"))
+    assert refused.returncode == 1
+    statuses = pq.read_table(only_run_dir(tmp_path / "no-key") / "requests.parquet").column("http_status").to_pylist()
+    assert statuses == [401] * 6
+    assert secret not in refused.stdout + refused.stderr  # the 401's body does not quote it either
     result = run_cli("run", str(spec), "--out", str(tmp_path / "out"), "--quiet", "--api-key-env", "MY_KEY",
                      env={"MY_KEY": secret})
     assert result.returncode == 0, result.stderr

@@ -30,6 +30,7 @@ import ssl
 import time
 from array import array
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -40,7 +41,8 @@ from harness._loadspec import Limits, Timeouts
 from harness._pacer import PacedSend, Pacer
 from harness._sse import SSEParser
 
-__all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits"]
+__all__ = ["Exchange", "HttpClient", "Timeouts", "Endpoint", "Limits", "header_lines", "with_headers",
+           "without_headers"]
 
 _ERROR_BODY_LIMIT_BYTES = 4096
 _PARTIAL_EVENT_KEPT_BYTES = 64 << 10  # of an event cut off at a limit
@@ -318,6 +320,32 @@ class _Connection(asyncio.Protocol):
         return bool(readable)
 
 
+def header_lines(headers: Mapping[str, str]) -> bytes:
+    """`headers` as the lines of an HTTP/1.1 head, each ending CRLF."""
+    return "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+
+
+def without_headers(request: bytes, headers: Mapping[str, str]) -> bytes:
+    """`request` (as `HttpClient.request_bytes` made it) with these header lines taken out of its
+    head: a request that travels to another host without the credentials it carried here.
+    ValueError if one of them is not there as one whole line."""
+    end = request.index(b"\r\n\r\n") + 2
+    head = request[:end]
+    for k, v in headers.items():
+        line = b"\r\n" + header_lines({k: v})
+        if line not in head:
+            raise ValueError(f"the request has no {k} header line to take out")
+        head = head.replace(line, b"\r\n", 1)
+    return head + request[end:]
+
+
+def with_headers(request: bytes, headers: Mapping[str, str]) -> bytes:
+    """`request` with these header lines put in right after its request line (a host's own
+    credentials on a request that came without them; where a header goes in the head does not matter)."""
+    cut = request.index(b"\r\n") + 2
+    return request[:cut] + header_lines(headers) + request[cut:]
+
+
 class HttpClient:
     """Keep-alive connections to one endpoint, one streamed exchange per connection at a time.
 
@@ -359,7 +387,7 @@ class HttpClient:
             "User-Agent": "passport",
         }
         headers.update(extra_headers or {})
-        self._header_block = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
+        self._header_block = header_lines(headers)
 
     @property
     def in_flight(self) -> int:

@@ -101,9 +101,11 @@ class ResponseExpectation:
 
 @dataclass(frozen=True)
 class SessionTurn:
-    """One turn of a multi-turn session. `build(history)` gives the request bytes for this turn
-    after `history` (earlier user messages and the engine's answers); `next_index` is the pool
-    index of the next turn (-1: the last); `think_ns` the pause before this turn is sent."""
+    """One turn of a multi-turn session. `build(history, client)` gives the request bytes for this
+    turn after `history` (earlier user messages and the engine's answers), framed by the client
+    that sends them (so a turn holds no client, and no credential, of its own: it travels to Ray
+    actors on other hosts); `next_index` is the pool index of the next turn (-1: the last);
+    `think_ns` the pause before this turn is sent."""
 
     session: int
     turn: int
@@ -111,7 +113,7 @@ class SessionTurn:
     next_index: int
     think_ns: int
     message: dict[str, Any]
-    build: Callable[[list[dict[str, Any]]], bytes]
+    build: Callable[[list[dict[str, Any]], Transport], bytes]
 
 
 @dataclass(frozen=True)
@@ -328,7 +330,7 @@ class Runner:
         while True:
             prepared = self._pool[index]
             turn = prepared.turn
-            request = turn.build(history) if turn is not None and history else prepared.request
+            request = turn.build(history, self._client) if turn is not None and history else prepared.request
             done = await self._attempts(rep, seq, phase, index, user, intended_ns, paced, prepared, request,
                                         None if history else slot_ns)
             if done is None:

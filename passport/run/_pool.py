@@ -103,12 +103,13 @@ def build_pool(spec: RunSpec, request_set: RequestSet, client: Transport, model_
         if sessions[i] is not None:
             last = i + 1 >= n or sessions[i + 1] != sessions[i]
 
-            def build(history: list[dict[str, Any]], body: dict[str, Any] = body, message: dict[str, Any] = message,
-                      prompt: str = prompt, out: int = out, sent: dict[str, Any] = sent_params) -> bytes:
+            def build(history: list[dict[str, Any]], sender: Transport, body: dict[str, Any] = body,
+                      message: dict[str, Any] = message, prompt: str = prompt, out: int = out,
+                      sent: dict[str, Any] = sent_params) -> bytes:
                 own = body | {"messages": history + [message]}
                 if history and history[-1].get("response_id"):  # the Responses API holds the conversation
                     own["previous_response_id"] = history[-1]["response_id"]
-                return client.request_bytes(path, *request_body(api, model_id, prompt, out, sent, own))
+                return sender.request_bytes(path, *request_body(api, model_id, prompt, out, sent, own))
             turn = SessionTurn(session=int(sessions[i]), turn=int(turns[i]), turns=session_turns[sessions[i]],
                                next_index=-1 if last else i + 1,
                                think_ns=int(round((thinks[i] or 0.0) * 1e9)), message=message, build=build)

@@ -170,12 +170,12 @@ def test_a_session_carries_the_engines_real_answer_into_its_next_turn(tmp_path: 
     second = {"role": "user", "content": "second"}
 
     def build(message: dict[str, Any]) -> Any:
-        return lambda history: fake.request_bytes("/chat/completions", build_body(
+        return lambda history, client: client.request_bytes("/chat/completions", build_body(
             "chat", "m", "", 2, {}, {"messages": history + [message]}))
 
     turns = [SessionTurn(0, 0, 2, 1, 0, first, build(first)), SessionTurn(0, 1, 2, -1, 5_000_000, second,
                                                                          build(second))]
-    pool = [PreparedRequest(request=build(first)([]) if t.turn == 0 else b"", prompt=t.message["content"],
+    pool = [PreparedRequest(request=build(first)([], fake) if t.turn == 0 else b"", prompt=t.message["content"],
                             max_tokens=2, max_tokens_is_target=False, input_tokens_target=1, input_tokens_client=1,
                             output_tokens_target=2, turn=t) for t in turns]
     load = LoadSpec(pattern="closed", concurrency=1, measure={"requests": 1})

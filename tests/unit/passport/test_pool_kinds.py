@@ -51,13 +51,13 @@ def test_an_audio_request_carries_a_clip_of_the_drawn_duration() -> None:
 
 
 def test_a_responses_session_turn_sends_the_new_message_and_the_previous_response_id() -> None:
-    pool, _ = _pool("responses", {"sessions": {"turns": 2}})
+    pool, client = _pool("responses", {"sessions": {"turns": 2}})
     first, later = pool[0], pool[1]
     assert first.turn is not None and later.turn is not None and later.request == b""
     history = [first.turn.message, {"role": "assistant", "content": "answer", "response_id": "resp_7"}]
-    head, body = _sent(later.turn.build(history))
+    head, body = _sent(later.turn.build(history, client))
     assert head == "POST /v1/responses" and body["previous_response_id"] == "resp_7"
     assert body["input"] == [later.turn.message]  # the server holds the rest
     _, chat = _sent(_pool("chat", {"sessions": {"turns": 2}})[0][1].turn.build(  # type: ignore[union-attr]
-        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]))
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}], client))
     assert len(chat["messages"]) == 3 and "previous_response_id" not in chat

@@ -347,6 +347,12 @@ def _client(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: Valid
         "run the harness on a quieter machine, lower the load, or shard streams across processes")]
 
 
+def _worker_place(clock: dict[str, Any]) -> str:
+    """A worker as the clock rule names it: its number, and its host where the record has one
+    (records from 2026-12-06 on)."""
+    return f"{clock['worker']} (host {clock['host']})" if clock.get("host") else str(clock["worker"])
+
+
 def _clock_offsets(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim: ValidityLimits) -> list[RuleFigures]:
     """Workers on other hosts run on the coordinator's clock shifted by an estimated offset: what
     compares times across hosts (dispatch lag, the window's rates) carries its uncertainty."""
@@ -358,7 +364,7 @@ def _clock_offsets(r: ResultsFigures, c: dict[str, int | None], f: RunFacts, lim
         "clock_offsets", not loose, len(loose), 0,
         f"the clock offsets of {len(f.clocks)} workers were bounded within {worst_ms:.3f} ms before and after the "
         "run" if not loose else
-        f"the clock offset of worker(s) {', '.join(str(k['worker']) for k in loose)} could not be bounded within "
+        f"the clock offset of worker(s) {', '.join(_worker_place(k) for k in loose)} could not be bounded within "
         "1 ms (uncertain or moving): their dispatch lag and the window's rates carry it; TTFT, ITL and E2E are "
         "read on one host's clock and do not",
         "run the workers nearer the coordinator (round trips under 2 ms) or on hosts whose clocks are steadier",

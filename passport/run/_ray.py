@@ -3,8 +3,9 @@
 Ray is the transport and the scheduler here, not a home-made protocol: the coordinator (this
 process) connects to `load.ray_address` before anything is sent (an address that does not answer
 is an error, exit 2), starts `load.workers` actors (spread across nodes), ships them the run's
-part once through the object store (spec, schedule, prepared requests; never a secret: each host
-builds its Authorization header from its own `endpoint.api_key_env`), and each actor runs the
+part once through the object store (spec, schedule, prepared requests with their credential
+headers taken out; never a secret: each host puts back its own, from its own
+`endpoint.api_key_env`, and a session's later turns are framed by the actor's client), and each actor runs the
 same `worker_phase` a local worker runs, on its own uvloop, writing its shard on its own disk.
 
 Clocks: each host has its own monotonic clock. Before and after the run the coordinator
@@ -19,11 +20,19 @@ window's rates, telemetry alignment) carries the uncertainty, which `protocol.wo
 records; an offset that moved or is uncertain by more than 1 ms is flagged `bounded: false`, and
 the validity rule `clock_offsets` warns.
 
+Before anything is sent, every live node reports its passport (version, a digest of the code a
+worker runs, the raw schema, Python): a cluster that mixes installations is refused naming the
+host (exit 2). Workers are named by their host's address and Ray's node id in the clock record,
+in messages and in `protocol.workers.memory` (each actor's peak RSS); `protocol.workers.merge_s`
+is the coordinator's time to write and merge the shards.
+
 Every repetition starts when every actor is ready (a barrier actor). This process coordinates as
 for local workers (engine watch, server telemetry, canaries under load); a stop here (Ctrl-C, the
-engine died) reaches the actors through a control actor they poll. An actor that dies ends the run
-INCOMPLETE; what its host had written is fetched by a task pinned to that host. Shards come back
-as Parquet bytes and are merged like local workers' shards.
+engine died) reaches the actors through a control actor they poll. An actor that dies, or whose
+host is cut off (Ray's head gives the node up after its health checks fail), ends the run
+INCOMPLETE; what its host had written is fetched by a task pinned to that host where the host
+still answers, and otherwise stays there (only rows that reached the coordinator are merged).
+Shards come back as Parquet bytes and are merged like local workers' shards.
 """
 
 from __future__ import annotations
@@ -31,17 +40,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import logging
 import os
+import platform
+import resource
 import socket
 import tempfile
 import time
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from harness import EndpointError, WorkerShare
+from harness import RAW_SCHEMA_VERSION, EndpointError, WorkerShare, with_headers, without_headers
 from passport._errors import SpecError
 from passport._optional import require
 from passport.model import RunSpec
@@ -60,6 +74,8 @@ _PROBES = 16
 # hog on two cores may take more than the 30 s once allowed. The run is over by then; its records are worth it.
 _SALVAGE_TIMEOUT_S = 120
 _FEATURE = "load.backend: ray (installed on every host)"
+# Every node answers who it is by then: a Ray worker process starting beside a CPU hog takes seconds
+_IDENTITY_TIMEOUT_S = 120
 
 
 def _ray() -> Any:
@@ -98,7 +114,65 @@ def connect_ray(spec: RunSpec, say: Say) -> dict[str, Any]:
         raise EndpointError(f"cannot join the Ray cluster at {address}: {exc}; nothing was sent") from None
     nodes = alive_nodes()
     say(f"Ray cluster at {address}: {nodes} node(s)")
+    _same_passport_everywhere(address)
     return {"address": address, "nodes": nodes}
+
+
+@functools.cache
+def code_identity() -> dict[str, str]:
+    """What a worker must share with the coordinator: passport's installed version, a digest of the
+    code a worker runs (every .py file of passport, harness and workloads: the same version with an
+    edited file differs), the raw-data schema its rows are written in, and the Python version."""
+    import harness
+    import passport
+    import workloads
+
+    digest = hashlib.sha256()
+    for package in (passport, harness, workloads):
+        root = Path(str(package.__file__)).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    try:
+        version = metadata.version("passport")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return {"passport": version, "code": digest.hexdigest()[:16], "raw_schema": str(RAW_SCHEMA_VERSION),
+            "python": platform.python_version()}
+
+
+def _host_of_node() -> dict[str, str]:
+    """Run on one node: its address and code identity."""
+    return {"host": str(_ray().util.get_node_ip_address()), **code_identity()}
+
+
+def _same_passport_everywhere(address: str) -> None:
+    """Refuse (before anything is sent) a cluster where some live node runs another passport,
+    other code or another Python than this coordinator: its workers would write rows that this
+    passport would merge as if they were its own. Asks every live node, not only those the
+    actors will land on (Ray places them)."""
+    ray = _ray()
+    task = ray.remote(num_cpus=0)(_host_of_node)
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive")]
+    try:
+        found = ray.get([task.options(scheduling_strategy=_on_node(node)).remote() for node in nodes],
+                        timeout=_IDENTITY_TIMEOUT_S)
+    except Exception as exc:  # a worker that cannot import passport fails its task; a host that hangs times out
+        raise SpecError(f"the Ray cluster at {address}: a host could not report its passport ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:300] if str(exc) else ''}); install the same passport on "
+                        "every host; nothing was sent") from None
+    ours = code_identity()
+    differ = [f"host {h['host']} (node {node[:12]}) runs " + ", ".join(f"{k} {h.get(k)}" for k in ours
+                                                                         if h.get(k) != ours[k])
+              for node, h in zip(nodes, found, strict=True) if any(h.get(k) != ours[k] for k in ours)]
+    if differ:
+        raise SpecError(f"the Ray cluster at {address} mixes passport installations: {'; '.join(differ)}; this "
+                        f"coordinator runs " + ", ".join(f"{k} {v}" for k, v in ours.items()) + ". Install the same "
+                        "passport (and Python) on every host; nothing was sent")
+
+
+def _on_node(node: str) -> Any:
+    """Ray's scheduling strategy for a task or actor on that node and nowhere else."""
+    return require("ray.util.scheduling_strategies", _FEATURE).NodeAffinitySchedulingStrategy(node, soft=False)
 
 
 def alive_nodes() -> int:
@@ -109,10 +183,28 @@ def alive_nodes() -> int:
 @dataclass(frozen=True)
 class _Shipped:
     """What every actor gets once, through the object store: the run's part (t0 on the
-    coordinator's clock) and where to send (no secret: see the module docstring)."""
+    coordinator's clock; its prepared requests without their credential headers) and where to
+    send. No secret: each actor puts its own host's credentials back (`_with_credentials`)."""
 
     part: Part
     base_url: str
+
+
+def _shipped(part: Part, base_url: str) -> _Shipped:
+    """The part with the coordinator's credential headers taken out of every prepared request
+    (a session's later turns hold none: the actor's client frames them)."""
+    headers = auth_headers(part.spec)
+    pool = [dataclasses.replace(p, request=without_headers(p.request, headers)) if p.request and headers else p
+            for p in part.pool]
+    return _Shipped(dataclasses.replace(part, pool=pool), base_url)
+
+
+def _with_credentials(part: Part, headers: dict[str, str]) -> Part:
+    """The shipped part with this host's credential headers on every prepared request."""
+    if not headers:
+        return part
+    return dataclasses.replace(part, pool=[dataclasses.replace(p, request=with_headers(p.request, headers))
+                                           if p.request else p for p in part.pool])
 
 
 def _actor_classes() -> tuple[Any, Any, Any]:
@@ -131,14 +223,16 @@ def _actor_classes() -> tuple[Any, Any, Any]:
                 self.echo = ClockEcho(str(ray.util.get_node_ip_address()))
             return self.echo.address
 
-        def node(self) -> str:
-            return str(ray.get_runtime_context().get_node_id())
+        def node(self) -> tuple[str, str]:
+            """(Ray's id of this node, its address)."""
+            return str(ray.get_runtime_context().get_node_id()), str(ray.util.get_node_ip_address())
 
         def run(self, shipped: _Shipped, worker: int, workers: int, offset_ns: int, control: Any,
-                barrier: Any) -> tuple[list[tuple[int, int, int]], str | None, dict[str, bytes]]:
-            part = shipped.part
-            spec = part.spec
-            client = access(spec, auth_headers(spec), base_url=shipped.base_url).streams(max_idle=spec.load.streams)
+                barrier: Any) -> tuple[list[tuple[int, int, int]], str | None, dict[str, bytes], float]:
+            spec = shipped.part.spec
+            headers = auth_headers(spec)  # from this host's own environment
+            client = access(spec, headers, base_url=shipped.base_url).streams(max_idle=spec.load.streams)
+            part = _with_credentials(shipped.part, headers)
             local = dataclasses.replace(part, t0_ns=part.t0_ns + offset_ns)  # the run's clock, on this host
             self.folder = Path(tempfile.mkdtemp(prefix=f"passport-w{worker}-"))
 
@@ -153,7 +247,9 @@ def _actor_classes() -> tuple[Any, Any, Any]:
                                                     stopped, None))
             if reason is not None:
                 control.stop.remote()
-            return (*report_of(results, reason), shard_bytes(self.folder))
+            shard = shard_bytes(self.folder)
+            peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+            return (*report_of(results, reason), shard, peak_mib)
 
     @ray.remote(num_cpus=0)
     class Control:
@@ -205,30 +301,31 @@ def _clock(actor: Any) -> tuple[int, int, str]:
 class _Actors:
     """The Ray workers as the coordinator sees them (a passport.run._fleet.Fleet)."""
 
-    def __init__(self, running: dict[Any, int], nodes: list[str], control: Any) -> None:
+    def __init__(self, running: dict[Any, int], nodes: list[tuple[str, str]], control: Any) -> None:
         self.running, self.nodes, self.control = running, nodes, control
         self.pending = list(running)
         self.reports: dict[int, Report] = {}
         self.shards: dict[int, dict[str, bytes]] = {}
+        self.peak_mib: dict[int, float] = {}
         self.dead: set[int] = set()
 
     def _collect(self, done: list[Any], reasons: list[str], elapsed_s: float) -> None:
         ray = _ray()
-        affinity = require("ray.util.scheduling_strategies", _FEATURE).NodeAffinitySchedulingStrategy
 
         for ref in done:
             k = self.running[ref]
             try:
-                results, reason, shard = ray.get(ref)
+                results, reason, shard, self.peak_mib[k] = ray.get(ref)
                 self.reports[k], self.shards[k] = (results, reason), shard
             except Exception as exc:  # the actor (or its host) died
                 self.dead.add(k)
-                reasons.insert(0, f"worker {k} on node {self.nodes[k][:12]} died {elapsed_s:.1f} s into the timed "
-                                  f"phase ({type(exc).__name__}); every worker's records so far are kept")
+                reasons.insert(0, f"worker {k} on {_where(self.nodes[k])} died or was cut off {elapsed_s:.1f} s into "
+                                  f"the timed phase ({type(exc).__name__}); every record that reached this "
+                                  "coordinator is kept")
                 self.stop()
                 with contextlib.suppress(Exception):  # what its host wrote, if the host is alive
                     salvage = ray.remote(num_cpus=0)(_salvage).options(
-                        scheduling_strategy=affinity(self.nodes[k], soft=False))
+                        scheduling_strategy=_on_node(self.nodes[k][0]))
                     self.shards[k] = ray.get(salvage.remote(k), timeout=_SALVAGE_TIMEOUT_S)
 
     def poll(self, reasons: list[str], elapsed_s: float) -> bool:
@@ -253,8 +350,8 @@ class _Actors:
             self._collect(done, reasons, 0.0)
         for k in range(len(self.nodes)):
             if k not in self.reports and k not in self.dead:
-                reasons.append(f"worker {k} on node {self.nodes[k][:12]} ended without reporting; every worker's "
-                               "records so far are kept")
+                reasons.append(f"worker {k} on {_where(self.nodes[k])} ended without reporting; every record that "
+                               "reached this coordinator is kept")
 
 
 class RayActors:
@@ -270,34 +367,48 @@ class RayActors:
 
         workers = self.workers
         Worker, Control, Barrier = _actor_classes()
-        control, barrier = Control.remote(), Barrier.remote(workers)
+        # The run's stop flag and barrier live on the coordinator's own node (under Ray Client, the
+        # head's): a worker host cut off must not take with it what the other hosts wait on
+        here = _on_node(ray.get_runtime_context().get_node_id())
+        control = Control.options(scheduling_strategy=here).remote()
+        barrier = Barrier.options(scheduling_strategy=here).remote(workers)
         actors = [Worker.options(scheduling_strategy="SPREAD").remote() for _ in range(workers)]
         nodes = ray.get([a.node.remote() for a in actors])
         before = [_clock(a) for a in actors]
-        shipped = ray.put(_Shipped(inputs.part, self.base_url))
+        shipped = ray.put(_shipped(inputs.part, self.base_url))
         running = {actors[k].run.remote(shipped, k, workers, before[k][0], control, barrier): k
                    for k in range(workers)}
         fleet = _Actors(running, nodes, control)
         repetitions, reason = run_loop(coordinate(inputs, fleet))
         after = [_clock(a) if k in fleet.reports else (before[k][0], -1, "") for k, a in enumerate(actors)]
+        started = time.perf_counter()
         for k, shard in fleet.shards.items():
             write_shard(inputs.folder, k, shard)
         merge_shards(inputs.folder, workers)
+        merge_s = time.perf_counter() - started
         for actor in actors:
             ray.kill(actor)
-        return TimedOutcome(repetitions, reason, {"clocks": _clock_record(nodes, before, after)})
+        memory = [{"worker": k, "host": nodes[k][1], "peak_rss_mib": round(fleet.peak_mib[k], 1)}
+                  for k in sorted(fleet.peak_mib)]
+        return TimedOutcome(repetitions, reason, {"clocks": _clock_record(nodes, before, after), "memory": memory,
+                                                  "merge_s": round(merge_s, 3)})
 
 
-def _clock_record(nodes: list[str], before: list[tuple[int, int, str]],
+def _where(node: tuple[str, str]) -> str:
+    """A worker's place for a message: its host's address and Ray's node id (shortened)."""
+    return f"host {node[1]} (node {node[0][:12]})"
+
+
+def _clock_record(nodes: list[tuple[str, str]], before: list[tuple[int, int, str]],
                   after: list[tuple[int, int, str]]) -> list[dict[str, Any]]:
     """Each actor's clock offset before and after the run, its uncertainty, how it was measured
     and whether it stayed within CLOCK_BOUND_NS (an uncertainty of -1: not measured after)."""
     clocks = []
-    for k, node in enumerate(nodes):
+    for k, (node, host) in enumerate(nodes):
         (offset, uncertainty, via), (offset_after, uncertainty_after, _) = before[k], after[k]
         drift = abs(offset_after - offset) if uncertainty_after >= 0 else None
         bound = max(uncertainty, uncertainty_after) + (drift or 0)
-        clocks.append({"worker": k, "node": node, "offset_ns": offset, "uncertainty_ns": uncertainty,
+        clocks.append({"worker": k, "node": node, "host": host, "offset_ns": offset, "uncertainty_ns": uncertainty,
                        "offset_after_ns": offset_after if uncertainty_after >= 0 else None,
                        "uncertainty_after_ns": uncertainty_after if uncertainty_after >= 0 else None, "via": via,
                        "bounded": drift is not None and bound <= CLOCK_BOUND_NS})

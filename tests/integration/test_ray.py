@@ -121,7 +121,7 @@ def test_a_ray_worker_that_dies_is_named_and_its_records_kept(
     run = only_run_dir(tmp_path / "out")
     passport = json.loads((run / "passport.json").read_text())
     reason = passport["validity"]["incomplete_reason"]
-    assert passport["verdict"] == "INCOMPLETE" and " on node " in reason and " died " in reason, reason
+    assert passport["verdict"] == "INCOMPLETE" and " on host " in reason and " died " in reason, reason
     requests = pq.read_table(run / "requests.parquet").to_pandas()
     assert set(requests.worker) == {0, 1}  # the dead worker's flushed rows came back from its host
     assert run_cli("verify", str(run)).returncode == 0

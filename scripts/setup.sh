@@ -76,6 +76,9 @@ if [ -n "$EXTRAS" ]; then
   apt_install chromium "the report.html browser test" chromium fonts-dejavu-core
   # coding canaries run model-written code under bubblewrap (OS-level isolation)
   apt_install bwrap "the coding-canary sandbox" bubblewrap
+  # the multi-host test bed (scripts/netns_hosts.py): network namespaces, a bridge, mount namespaces
+  apt_install ip "the multi-host Ray test bed" iproute2
+  apt_install unshare "the multi-host Ray test bed" util-linux
 fi
 
 [ -n "$NO_ENGINE" ] && exit 0

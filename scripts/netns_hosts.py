@@ -36,6 +36,7 @@ import fcntl
 import json
 import os
 import random
+import shlex
 import shutil
 import signal
 import struct
@@ -149,7 +150,9 @@ class Bed:
 
     def argv(self, i: int, argv: Sequence[str], private: bool = True) -> list[str]:
         """`argv` as run on host i: in its network namespace, with a private /tmp and /dev/shm
-        (unless `private` is False: the coordinator's host shares this machine's) and its clock."""
+        (unless `private` is False: the coordinator's host shares this machine's) and its clock.
+        A private /tmp still shows what a host is installed from (the checkout and the Python
+        environment running this, where they lie under /tmp, as in a CI clone there)."""
         h = self.hosts[i]
         wrap = ["ip", "netns", "exec", h.ns]
         if not private and not h.clock_offset_s:
@@ -157,7 +160,13 @@ class Bed:
         wrap += ["unshare", "--mount", "--propagation", "private"]
         if h.clock_offset_s:
             wrap += ["--time", f"--monotonic={h.clock_offset_s}", f"--boottime={h.clock_offset_s}", "--fork"]
-        mounts = "mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /dev/shm && " if private else ""
+        mounts = ""
+        if private:  # the machine's /tmp parked on a stage, a tmpfs over it, the installation bound back
+            stage = shlex.quote(str(self.state / "tmp"))
+            keep = "".join(f"mkdir -p {shlex.quote(d)} && mount --bind {stage}{shlex.quote(d[len('/tmp'):])} "
+                           f"{shlex.quote(d)} && " for d in _installed_under_tmp())
+            mounts = (f"mkdir -p {stage} && mount --bind /tmp {stage} && mount -t tmpfs tmpfs /tmp && {keep}"
+                      f"umount -l {stage} && mount -t tmpfs tmpfs /dev/shm && ")
         return [*wrap, "sh", "-c", f'{mounts}exec "$@"', "sh", *argv]
 
     def run(self, i: int, argv: Sequence[str], private: bool = True, timeout_s: float = 60,
@@ -211,6 +220,18 @@ class Bed:
                 h.wire.wait(10)
         down()
         shutil.rmtree(self.state, ignore_errors=True)
+
+
+def _installed_under_tmp() -> list[str]:
+    """The folders under /tmp that every host must see: this checkout and the Python environment
+    (and the interpreter it was made from) running this script."""
+    found: list[str] = []
+    for path in sorted({Path(__file__).resolve().parent.parent, Path(sys.prefix).resolve(),
+                        Path(sys.base_prefix).resolve()}):
+        if path.is_relative_to("/tmp") and path != Path("/tmp") and not any(
+                path.is_relative_to(f) for f in found):
+            found.append(str(path))
+    return found
 
 
 def _kill_in(ns: str) -> None:

@@ -2,8 +2,9 @@
 scripts/netns_hosts.py (network namespaces on a bridge, each its own address, /tmp and /dev/shm),
 a Ray head and the coordinator on host 0, Ray worker nodes (real `ray start` processes) on hosts
 1-3 (host 2's monotonic clock 37 s ahead in a time namespace; host 3 behind a userspace wire that
-can delay its link), the simulator on host 4, and host 5 kept for a node with another passport.
-The endpoint asks for an API key, which each host has in its own environment.
+can delay its link), the simulator on host 4 (and in the e2e tier llama-server beside it), and
+host 5 kept for a node with another passport. Each endpoint asks for an API key, which each host
+has in its own environment.
 
 Skipped, with the reason, where this machine refuses network namespaces (not root, no
 /dev/net/tun)."""
@@ -15,6 +16,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -312,3 +314,45 @@ def test_a_host_with_another_passport_is_refused_before_anything_is_sent(cluster
             and "nothing was sent" in done.stderr), done.stderr
     assert "Traceback" not in done.stderr
     assert cluster.served() == served  # not one request reached the engine
+
+
+@pytest.mark.e2e
+def test_three_hosts_against_the_real_engine_on_its_own_host(cluster: Cluster, gguf_path: Path,
+                                                            tmp_path: Path) -> None:
+    # llama-server on the engine's host (beside the simulator, on its own port), asking for the
+    # same key; the workers on three hosts send to it, the coordinator on a fourth
+    port = 8081
+    server = shutil.which("llama-server", path=str(Path(sys.executable).parent))
+    assert server is not None, "llama-server is missing: run scripts/setup.sh (the README's test command does)"
+    log = cluster.logs / "llama-server.log"
+    cluster.bed.start(ENGINE, [server, "-m", str(gguf_path), "--host", hosts.address(ENGINE), "--port", str(port),
+                               "-c", "2048", "-np", "3", "-t", "1", "--seed", "42", "--metrics", "--alias",
+                               "gemma3-270m", "--no-webui", "--api-key", cluster.key], log=log)
+    url = f"http://{hosts.address(ENGINE)}:{port}"
+    deadline = time.monotonic() + 120
+    while True:
+        with contextlib.suppress(OSError):
+            if urllib.request.urlopen(f"{url}/health", timeout=2).status == 200:
+                break
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(0.5)
+    spec = {"name": "hosts-llama", "endpoint": {"base_url": f"{url}/v1", "api_key_env": KEY_ENV, "api": "completions"},
+            "identity": {"weights_format": "Q4_K_M"},
+            "workload": {"tokenizer": "auto", "input_tokens": {"dist": "uniform", "low": 24, "high": 48},
+                         "output_tokens": {"dist": "fixed", "value": 12}},
+            "decoding": {"temperature": 0.7, "seed": 42},
+            "load": {"pattern": "closed", "concurrency": 3, "warmup": {"requests": 3}, "measure": {"requests": 9},
+                     "workers": 3, "backend": "ray", "ray_address": cluster.address},
+            "canaries": "none", "validity": {"max_error_rate": 0.0, **LENIENT_CLIENT}}
+    done = cluster.run(spec, tmp_path / "llama")
+    assert done.returncode == 0 and "Result is: VALID" in done.stdout, done.stdout + done.stderr
+    run, passport = _passport(done, tmp_path / "llama")
+    assert passport["identity"]["engine.name"]["value"] == "llama.cpp"
+    assert {c["host"] for c in passport["protocol"]["workers"]["clocks"]} == {hosts.address(i) for i in WORKERS}
+    requests = pq.read_table(run / "requests.parquet").to_pandas()
+    measured = requests[requests.phase == "measure"]
+    assert len(measured) == 9 and (measured.outcome == "ok").all() and set(measured.worker) == {0, 1, 2}
+    assert (measured.tokens_source == "server").all() and (measured.completion_tokens == 12).all()
+    checked = subprocess.run([sys.executable, "-m", "passport.cli", "verify", str(run)], capture_output=True,
+                             text=True, cwd=REPO, timeout=180)
+    assert checked.returncode == 0, checked.stdout + checked.stderr

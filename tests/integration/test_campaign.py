@@ -95,10 +95,17 @@ def test_a_campaign_ranks_its_arms_and_records_every_failure(simulator: SimFacto
     assert (folder / "engines" / "fast.log").is_file() and not (folder / "engines" / "attached.log").exists()
     assert not any((folder / r["run"] / "engine.log").exists() for r in rows["fast"]["repetitions"])
     # per request ~5 + 8 x 2 ms against ~30 + 8 x 5 ms: four users get about 3x the requests/s, every round
-    assert rows["fast"]["rank"] == 1 and rows["slow"]["rank"] == 3 and record["best"] == "fast"
-    assert rows["fast"]["interval"]["low"] > rows["attached"]["interval"]["high"]
-    assert record["groups"] == [["fast"], ["attached"], ["slow"]] and rows["fast"]["tied_with"] == []
-    assert all(c["separated"] for c in record["comparisons"])
+    assert rows["fast"]["rank"] == 1 and record["best"] == "fast"
+    assert rows["fast"]["interval"]["low"] > rows["attached"]["interval"]["high"] and rows["fast"]["tied_with"] == []
+    # slow (~30 + 8 x 5 ms a request) against attached (~10 + 8 x 3 ms): apart on a quiet machine;
+    # on a busy one a disturbed repetition of three can leave that pair tied, which the record must
+    # then say (ranking on noise is what the rules refuse), never the order turned round
+    if rows["slow"]["rank"] == 2:
+        assert rows["slow"]["tied_with"] == ["attached"] and record["groups"] == [["fast"], ["attached", "slow"]]
+        assert all(c["separated"] == ({c["a"], c["b"]} != {"attached", "slow"}) for c in record["comparisons"])
+    else:
+        assert rows["slow"]["rank"] == 3 and record["groups"] == [["fast"], ["attached"], ["slow"]]
+        assert all(c["separated"] for c in record["comparisons"])
     assert "best by goodput.requests_per_s: fast" in result.stdout and "1. Fit: toobig does not fit" in result.stdout
     # attached, never launched: ~10 + 8 x 3 ms per request, between the two
     assert rows["attached"]["rank"] == 2 and rows["attached"]["fit"]["sequences_fit"] == 16  # 1 GiB / (1,024 x 64 KiB)

@@ -9,7 +9,10 @@ canaries.parquet and accuracy.parquet: the cases and items sent under load) boun
 - what the client is *sure* the server did: every answered request, and the tokens its usage
   reported (answers without usage leave the token count unjudged);
 - what the server *may* have done besides: a request that failed after it was sent may still have
-  been counted, with up to its max_tokens; a rejected one generated nothing.
+  been counted, with up to its max_tokens; a rejected one generated nothing. From rules version 12
+  a pooling request may count as several (`fan_out`): vLLM counts each input of an embeddings
+  batch, and each document of a rerank or score request and its query, as requests of their own
+  (Gemma 3 270M served as an embedder: 8 documents, 9 finished requests).
 
 The server counting fewer than the client is sure of means the log claims answers or tokens the
 engine never produced (a forged or corrupted log, or a proxy inventing them); counting more than
@@ -52,6 +55,7 @@ class CounterFacts:
     possible_tokens: float  # inf when a failed request had no max_tokens
     n_answered: int
     n_without_usage: int
+    fan_out: str | None = None  # what one pooling request may count as ("inputs", "documents and the query")
 
 
 def _deltas(telemetry: pa.Table) -> tuple[dict[str, float], tuple[str, ...], tuple[str, ...]]:
@@ -107,10 +111,15 @@ def _accuracy_bounds(accuracy: pa.Table | None) -> tuple[int, int, int, float]:
     return len(answered), len(rows), sure_t, sure_t + cut
 
 
+_FAN_OUT = {"embeddings": ("inputs", 0), "rerank": ("documents and the query", 1),
+            "score": ("documents and the query", 1)}  # what each counts apart, and how many besides
+
+
 def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.Table | None,
-                  accuracy: pa.Table | None = None) -> CounterFacts | None:
+                  accuracy: pa.Table | None = None, api: str | None = None) -> CounterFacts | None:
     """The facts of the bracket; None when the run kept none (an engine without counters, no
-    /metrics, telemetry off, or a run older than the bracket)."""
+    /metrics, telemetry off, or a run older than the bracket). `api`: the endpoint kind, where
+    one request may count as several (rules version 12 on; None: one each)."""
     if telemetry is None or "source" not in telemetry.column_names:
         return None
     deltas, backwards, not_finite = _deltas(telemetry)
@@ -127,6 +136,11 @@ def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.T
     answer_tokens = int(np.nansum(tokens[answered & from_server]))
     cut_budget = budget[failed]
     failed_tokens = math.inf if np.isnan(cut_budget).any() else float(cut_budget.sum())
+    fan_out, extra = _FAN_OUT.get(api or "", (None, 0))
+    counted = np.ones(len(outcome))  # the most requests the engine may count for each row
+    if fan_out is not None and "n_inputs" in requests.column_names:
+        inputs = numeric_column(requests, "n_inputs")
+        counted = np.where(np.isnan(inputs), 1.0, np.maximum(1.0, np.nan_to_num(inputs) + extra))
     c_sure_r, c_possible_r, c_sure_t, c_possible_t = _canary_bounds(canaries)
     a_sure_r, a_possible_r, a_sure_t, a_possible_t = _accuracy_bounds(accuracy)
     c_sure_r, c_possible_r, c_sure_t, c_possible_t = (c_sure_r + a_sure_r, c_possible_r + a_possible_r,
@@ -134,7 +148,7 @@ def counter_facts(requests: pa.Table, telemetry: pa.Table | None, canaries: pa.T
     return CounterFacts(
         server_requests=deltas.get("requests_finished_total"), server_tokens=deltas.get("generation_tokens_total"),
         backwards=backwards, not_finite=not_finite, sure_requests=n_answered + c_sure_r,
-        possible_requests=n_answered + int(failed.sum()) + c_possible_r,
+        possible_requests=int(counted[answered | failed].sum()) + c_possible_r,
         sure_tokens=None if without_usage else answer_tokens + c_sure_t,
         possible_tokens=math.inf if without_usage else answer_tokens + failed_tokens + c_possible_t,
-        n_answered=n_answered, n_without_usage=without_usage)
+        n_answered=n_answered, n_without_usage=without_usage, fan_out=fan_out)

@@ -132,7 +132,8 @@ def derive(source: RunSource, protocol: dict[str, Any], state: RunState) -> Deri
         if rules_version >= 3 else None,
         input_overhead=_input_overhead(requests, effective, discarded) if rules_version >= 3 else None,
         declared_rate_per_s=load.get("rate_per_s") if rules_version >= 3 and open_loop else None,
-        server_counters=counter_facts(requests, run.telemetry, run.canaries, run.accuracy)
+        server_counters=counter_facts(requests, run.telemetry, run.canaries, run.accuracy,
+                                      effective["endpoint"].get("api") if rules_version >= 12 else None)
         if rules_version >= 4 else None,
         counters_judged=rules_version >= 4,
         model_listing=model_listing(run.files) if rules_version >= 5 else None,

@@ -281,7 +281,9 @@ def _server_counters(r: ResultsFigures, c: dict[str, int | None], f: RunFacts,
     said: list[str] = []
     measured: list[str] = []  # engine / client, compactly
     if k.server_requests is not None:
-        more = f" (up to {k.possible_requests} with the failed ones)" if k.possible_requests > k.sure_requests else ""
+        more = "" if k.possible_requests <= k.sure_requests else (
+            f" (up to {k.possible_requests} counting its {k.fan_out} apart, and the failed ones)" if k.fan_out
+            else f" (up to {k.possible_requests} with the failed ones)")
         said.append(f"the engine finished {k.server_requests:g} requests, the client recorded {k.sure_requests} "
                     f"answers{more}")
         measured.append(f"requests {k.server_requests:g} / {k.sure_requests}")
@@ -629,9 +631,10 @@ RULE_DOCS: dict[str, RuleDoc] = {
     "server_accounting": RuleDoc(3, "every usage count the server sent is one it can mean (not negative, not above "
                                     "max_tokens or what the stream carried)", "no impossible count", "FAIL"),
     "server_counters": RuleDoc(4, "the engine's own requests-finished and tokens-generated counters, read around "
-                                  "the timed phase, against the client's totals", "client <= engine <= client + "
-                                  "failed + canaries", "FAIL when the client claims more (WARN when the engine did "
-                                  "more: another client)"),
+                                  "the timed phase, against the client's totals (from rules version 12 a pooling "
+                                  "request may count as each of its inputs, or its documents and query)",
+                               "client <= engine <= client + failed + canaries",
+                               "FAIL when the client claims more (WARN when the engine did more: another client)"),
     "dispatch_lag": RuleDoc(1, "how late sends left against their schedule, judged against the latency they "
                                "distort from rules version 3 on (validity.max_dispatch_lag_p99_ms before)",
                                "validity.max_lag_share of E2E p50, between validity.lag_floor_ms and "

@@ -44,9 +44,11 @@ SIGNED_SINCE = "1.4"
 # only, and the CPU share at its tail quantile (five samples above it) as the lags are read, not
 # at its maximum: a warm-up's burst of connections (4,000 users at once held a core for a second),
 # and a tenth of a second at a full core when 1,000 users' answers end together (loop lag 2.5 ms),
-# no longer fail a run.
+# no longer fail a run. 12: server_counters lets a pooling request count as several, as engines
+# count them (each input of an embeddings batch; each document of a rerank or score request and
+# its query): vLLM's count of a rerank run was nine times the client's, a WARN of a shared server.
 RULES_KEY = "passport.rules"
-RULES_VERSION = 11
+RULES_VERSION = 12
 
 # Where a passport records the layout of its reports (passport.report.REPORT_LAYOUT).
 LAYOUT_KEY = "passport.report-layout"

@@ -75,7 +75,7 @@ from passport.run._shards import join_leftover_parts
 from passport.run._stages import Gate, Identified, Opened, Planned, Prepared, ProgressFactory, Say, Timed, in_stage
 from passport.run._telemetry import choose_sources
 from passport.run._timed import run_timed_phase
-from passport.run._tokenize_check import N_CHECKED, tokenizer_check
+from passport.run._tokenize_check import N_CHECKED, texts_of, tokenizer_check
 from passport.run._worker_count import resolve_workers
 from workloads import entry_rows, load_tokenizer
 
@@ -222,8 +222,11 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     check = None
     if planned.request_set.exact_lengths:
         with found.access.control() as control:
-            first = [(int(planned.entries[k]), p.prompt, p.input_tokens_client)
-                     for k, p in enumerate(pool[int(e)] for e in planned.entries[:N_CHECKED])]
+            table = planned.request_set.table
+            bodies = (table.column("body_json").to_pylist() if "body_json" in table.column_names
+                      else [None] * table.num_rows)
+            first = [(int(e), texts_of(pool[int(e)].prompt, bodies[int(e)]), pool[int(e)].input_tokens_client)
+                     for e in planned.entries[:N_CHECKED]]
             check = tokenizer_check(control, found.engine, found.model_id, first)
         say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
             if check["checked"] else f"tokenizer check: {check['note']}")

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from harness import ControlClient, engines
 
-__all__ = ["tokenizer_check", "N_CHECKED"]
+__all__ = ["tokenizer_check", "texts_of", "N_CHECKED"]
 
 N_CHECKED = 8
 
@@ -29,10 +31,23 @@ def _server_count(control: ControlClient, route: engines.TokenizeRoute, model: s
     return len(tokens) if isinstance(tokens, list) else None
 
 
+def texts_of(prompt: str, body_json: str | None) -> list[str]:
+    """What the engine tokenizes of one request: the texts of a pooling request one by one (an
+    embeddings batch's inputs; rerank's and score's query and documents), else the prompt. A
+    pooling request's prompt joins its texts with blank lines, which the engine never sees."""
+    body = orjson.loads(body_json) if body_json else {}
+    if isinstance(body.get("input"), list):
+        return [str(t) for t in body["input"]]
+    if isinstance(body.get("documents"), list):
+        return [str(body.get("query", "")), *(str(t) for t in body["documents"])]
+    return [prompt]
+
+
 def tokenizer_check(control: ControlClient, engine: str | None, model: str,
-                    prompts: list[tuple[int, str, int | None]]) -> dict[str, Any]:
-    """Count the first N_CHECKED (request_index, prompt, client count) on the server; the result
-    for the protocol: endpoint, checked, agreed, and each disagreement with both counts."""
+                    prompts: list[tuple[int, list[str], int | None]]) -> dict[str, Any]:
+    """Count the first N_CHECKED (request_index, its texts, client count) on the server, each
+    request's texts one by one and summed; the result for the protocol: endpoint, checked,
+    agreed, and each disagreement with both counts."""
     found = engines.profile(engine)
     route = engines.ANY_TOKENIZE if found is None else found.tokenize
     if route is None:
@@ -40,8 +55,9 @@ def tokenizer_check(control: ControlClient, engine: str | None, model: str,
                 "note": f"not checked: {engine} has no tokenize route"}
     checked = agreed = 0
     disagreements: list[dict[str, Any]] = []
-    for index, text, client in prompts[:N_CHECKED]:
-        server = _server_count(control, route, model, text)
+    for index, texts, client in prompts[:N_CHECKED]:
+        counts = [_server_count(control, route, model, text) for text in texts]
+        server = None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
         if server is None:
             if checked == 0:
                 return {"endpoint": None, "checked": 0, "agreed": 0, "disagreements": [],

@@ -81,7 +81,7 @@ def test_a_fictional_engine_is_served_by_its_profile_alone(fiction: engines.Engi
     sources, info = choose_sources(spec, "fiction", control, access(spec, {}))
     assert info["sources"][0] == "prometheus http://engine:1/fiction/metrics"
     assert ("engine", "requests_running", 3.0) in _normalize({"fiction_running": [3.0]})
-    check = tokenizer_check(control, "fiction", "m", [(0, "two words", 2)])
+    check = tokenizer_check(control, "fiction", "m", [(0, ["two words"], 2)])
     assert check["endpoint"] == "http://engine:1/fiction/tokenize" and check["agreed"] == 1
     assert "POST /fiction/tokenize" in seen
     for source in sources:

@@ -10,7 +10,8 @@ declare it: `identity: {pooling: mean}`), and the /v1/responses and /v1/messages
 ordinary launch. Its Responses stream ends an answer that stopped at `max_output_tokens` with
 `response.completed`, status `completed`, where the API says `incomplete`: passport reads an
 answer that used its whole budget as `length`. /v1/rerank needs `--reranking` and a reranker
-GGUF, which no package on the registry carries: rerank is tested against the simulator only."""
+GGUF, which no package on the registry carries: its rerank is tested against the simulator only
+(vLLM serves rerank and score live in the e2e tier)."""
 
 from __future__ import annotations
 

@@ -7,8 +7,12 @@ Endpoint kinds past chat: /v1/embeddings, /v1/rerank (the Jina/Cohere body), /v1
 (harness._pooling, _responses, _audio); `passport show --as vllm` gives vLLM bench serve's own view
 of each. Its Responses stream ends an answer cut at `max_output_tokens` with `response.completed`
 carrying `status: incomplete` (read as `length`); its transcription stream carries usage only with
-the form field `stream_include_usage` (`--set decoding.extra.stream_include_usage=true`). Not run
-live here: the e2e tier's vLLM CPU environment serves a generative model only."""
+the form field `stream_include_usage` (`--set decoding.extra.stream_include_usage=true`).
+Embeddings, rerank and score run live in the e2e tier: the CPU build serves Gemma 3 270M as an
+embedder (`--runner pooling --convert embed`, last-token pooling, normalised, 640 dimensions;
+specs/vllm-embeddings.yaml), and scores documents by the cosine of their embeddings. Its request
+counter counts each input of a batch, and a rerank or score request's query and each document, as
+requests of their own (server_counters allows for it, rules version 12)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """The endpoint kinds past chat on the real engine (issue 46): llama-server serving Gemma 3 270M
 as an embedder (`--embeddings --pooling mean`), and its own /v1/responses and /v1/messages
 streams. llama.cpp's /v1/rerank needs a reranker GGUF, which no package on the registry carries,
-so rerank and score run against the simulator only (docs/performance/endpoint-kinds.md)."""
+so llama.cpp's rerank runs against the simulator only; vLLM serves rerank and score live
+(test_vllm_kinds.py, docs/performance/endpoint-kinds.md)."""
 
 from __future__ import annotations
 

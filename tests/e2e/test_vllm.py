@@ -28,15 +28,15 @@ MODEL_DIR = CACHE / "models" / "gemma-3-270m-bf16"
 VLLM = REPO / ".venv" / "bin" / "vllm"
 
 
-@pytest.fixture(scope="module")
-def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """vLLM serving on a free loopback port, started with specs/vllm-smoke.yaml's launch command."""
+def serve(spec: Path, folder: Path) -> Iterator[str]:
+    """vLLM serving on a free loopback port, started with the bundled `spec`'s launch command and
+    logging into `folder`; its /v1 URL while it serves."""
     if not (VLLM.exists() and (MODEL_DIR / "model.safetensors").is_file()):
         pytest.fail(f"{VLLM} or {MODEL_DIR} is missing: run scripts/setup_vllm.sh (scripts/test.sh does)")
     port = free_port()
-    launch = yaml.safe_load(SPEC.read_text())["engine"]["launch"]
+    launch = yaml.safe_load(spec.read_text())["engine"]["launch"]
     argv = shlex.split(launch.format(model_path=MODEL_DIR, host="127.0.0.1", port=port))
-    log = tmp_path_factory.mktemp("vllm") / "engine.log"
+    log = folder / "engine.log"
     env = {**os.environ, "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
@@ -52,6 +52,12 @@ def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, 9)
         proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def vllm_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """vLLM serving Gemma 3 270M for generation (specs/vllm-smoke.yaml's launch command)."""
+    yield from serve(SPEC, tmp_path_factory.mktemp("vllm"))
 
 
 def _labels(metrics: str) -> dict[str, str]:

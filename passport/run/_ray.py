@@ -5,8 +5,9 @@ process) connects to `load.ray_address` before anything is sent (an address that
 is an error, exit 2), starts `load.workers` actors (spread across nodes), ships them the run's
 part once through the object store (spec, schedule, prepared requests with their credential
 headers taken out; never a secret: each host puts back its own, from its own
-`endpoint.api_key_env`, and a session's later turns are framed by the actor's client), and each actor runs the
-same `worker_phase` a local worker runs, on its own uvloop, writing its shard on its own disk.
+`endpoint.api_key_env`, and a session's later turns are framed by the actor's client), and each
+actor runs the same `worker_phase` a local worker runs, on its own uvloop, writing its shard on
+its own disk.
 
 Clocks: each host has its own monotonic clock. Before and after the run the coordinator
 estimates each actor's offset with round trips straight to a clock echo the actor serves on its

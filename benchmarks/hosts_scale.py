@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
-import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,32 +32,22 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.streams import passport_of, passport_run, streams_spec  # noqa: E402
 from scripts import netns_hosts as hosts  # noqa: E402
 
 HEAD = 0
 
 
 def _spec(url: str, streams: int, workers: int, ray_address: str | None, sims: int) -> dict[str, Any]:
-    load: dict[str, Any] = {"pattern": "closed", "concurrency": streams, "workers": workers,
-                            "warmup": {"requests": streams}, "measure": {"requests": streams}}
+    """benchmarks/streams.py's closed loop, from Ray actors where `ray_address` is given."""
+    spec = streams_spec(url, streams, workers)
+    spec["name"] = f"hosts-{streams}"
     if ray_address:
-        load |= {"backend": "ray", "ray_address": ray_address}
+        spec["load"] |= {"backend": "ray", "ray_address": ray_address}
     # Several simulator processes behind one port are a pool: one /metrics scrape reaches one of
     # them, whose counters cover its share only (server_counters would fail on that, rightly)
-    telemetry = {"metrics": "off"} if sims > 1 else {}
-    return {"name": f"hosts-{streams}", "endpoint": {"base_url": url}, "canaries": "none",
-            "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
-                         "output_tokens": {"dist": "fixed", "value": 10}}, "load": load, "telemetry": telemetry}
-
-
-def _run(bed: hosts.Bed, spec: Path, out: Path) -> tuple[int, float, float]:
-    """(exit code, wall seconds, the coordinator's peak RSS MiB) of `passport run` on host 0."""
-    argv = bed.argv(HEAD, [sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
-                    private=False)
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, cwd=spec.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    return os.waitstatus_to_exitcode(status), time.perf_counter() - start, usage.ru_maxrss / 1024
+    spec["telemetry"] = {"metrics": "off"} if sims > 1 else {}
+    return spec
 
 
 def main() -> None:
@@ -101,12 +88,13 @@ def main() -> None:
                 spec = Path(tmp) / f"{len(name)}.yaml"
                 spec.write_text(yaml.safe_dump(_spec(url, args.streams, args.hosts, ray, args.sims)))
                 out = Path(tmp) / f"out{len(name)}"
-                code, wall_s, rss_mib = _run(bed, spec, out)
-                folders = [p for p in out.iterdir() if (p / "passport.json").is_file()] if out.is_dir() else []
-                if not folders:
+                # on host 0, from the spec's folder (Ray puts the driver's folder on its workers' paths)
+                code, wall_s, rss_mib = passport_run(spec, out, cwd=spec.parent,
+                                                     around=lambda argv: bed.argv(HEAD, argv, private=False))
+                passport = passport_of(out)
+                if passport is None:
                     print(f"{name}: no passport (exit {code})")
                     continue
-                passport = json.loads((folders[0] / "passport.json").read_text())
                 counts = passport["validity"]["counts"]
                 ttft = passport["results"]["metrics"]["ttft.any"]["p50"] or float("nan")
                 w = passport["protocol"].get("workers") or {}

@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,9 @@ from harness import free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _spec(url: str, streams: int, workers: int) -> dict[str, Any]:
+def streams_spec(url: str, streams: int, workers: int) -> dict[str, Any]:
+    """The closed loop of `streams` users (8-token prompts, 10-token answers), a request of
+    warm-up and one measured for each user, sent by `workers` processes."""
     return {"name": f"streams-{streams}", "endpoint": {"base_url": url}, "canaries": "none",
             "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
                          "output_tokens": {"dist": "fixed", "value": 10}},
@@ -40,14 +43,23 @@ def _spec(url: str, streams: int, workers: int) -> dict[str, Any]:
                      "warmup": {"requests": streams}, "measure": {"requests": streams}}}
 
 
-def _passport_run(spec: Path, out: Path) -> tuple[int, float, float]:
-    """(exit code, wall seconds, peak RSS MiB of the run's process tree's largest process)."""
+def passport_run(spec: Path, out: Path, cwd: Path = ROOT,
+                 around: Callable[[list[str]], list[str]] = list) -> tuple[int, float, float]:
+    """(exit code, wall seconds, peak RSS MiB of the run's process tree's largest process) of
+    `passport run SPEC --out OUT --quiet`, its command line passed through `around` (e.g. to run
+    it on a namespaced host)."""
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"],
-                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    argv = around([sys.executable, "-m", "passport.cli", "run", str(spec), "--out", str(out), "--quiet"])
+    process = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(process.pid, 0)
     process.returncode = os.waitstatus_to_exitcode(status)
     return process.returncode, time.perf_counter() - start, usage.ru_maxrss / 1024
+
+
+def passport_of(out: Path) -> dict[str, Any] | None:
+    """The passport a run wrote under `out`, or None where it wrote none."""
+    folders = [p for p in out.iterdir() if (p / "passport.json").is_file()] if out.is_dir() else []
+    return json.loads((folders[0] / "passport.json").read_text()) if folders else None
 
 
 def _rule(passport: dict[str, Any], name: str) -> dict[str, Any]:
@@ -77,14 +89,13 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             for streams in levels:
                 spec = Path(tmp) / f"s{streams}.yaml"
-                spec.write_text(yaml.safe_dump(_spec(url, streams, args.workers)))
+                spec.write_text(yaml.safe_dump(streams_spec(url, streams, args.workers)))
                 out = Path(tmp) / f"s{streams}"
-                code, wall_s, rss[streams] = _passport_run(spec, out)
-                folders = [p for p in out.iterdir() if (p / "passport.json").is_file()] if out.is_dir() else []
-                if not folders:
+                code, wall_s, rss[streams] = passport_run(spec, out)
+                passport = passport_of(out)
+                if passport is None:
                     print(f"{streams:>6} streams: no passport (exit {code})")
                     continue
-                passport = json.loads((folders[0] / "passport.json").read_text())
                 client = passport["results"]["client"]
                 ttft = passport["results"]["metrics"]["ttft.any"]["p50"] or float("nan")
                 counts = passport["validity"]["counts"]

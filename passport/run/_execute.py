@@ -223,10 +223,9 @@ def prepare(run: Opened, found: Identified, planned: Planned, say: Say) -> _Read
     if planned.request_set.exact_lengths:
         with found.access.control() as control:
             table = planned.request_set.table
-            bodies = (table.column("body_json").to_pylist() if "body_json" in table.column_names
-                      else [None] * table.num_rows)
-            first = [(int(e), texts_of(pool[int(e)].prompt, bodies[int(e)]), pool[int(e)].input_tokens_client)
-                     for e in planned.entries[:N_CHECKED]]
+            bodies = table.column("body_json") if "body_json" in table.column_names else None
+            first = [(int(e), texts_of(pool[int(e)].prompt, None if bodies is None else bodies[int(e)].as_py()),
+                      pool[int(e)].input_tokens_client) for e in planned.entries[:N_CHECKED]]
             check = tokenizer_check(control, found.engine, found.model_id, first)
         say(f"tokenizer check: {check['agreed']} of {check['checked']} prompts counted alike by the server"
             if check["checked"] else f"tokenizer check: {check['note']}")

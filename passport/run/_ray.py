@@ -162,9 +162,11 @@ def _same_passport_everywhere(address: str) -> None:
                         f"{str(exc).splitlines()[0][:300] if str(exc) else ''}); install the same passport on "
                         "every host; nothing was sent") from None
     ours = code_identity()
-    differ = [f"host {h['host']} (node {node[:12]}) runs " + ", ".join(f"{k} {h.get(k)}" for k in ours
-                                                                         if h.get(k) != ours[k])
-              for node, h in zip(nodes, found, strict=True) if any(h.get(k) != ours[k] for k in ours)]
+    differ = []
+    for node, h in zip(nodes, found, strict=True):
+        theirs = [f"{k} {h.get(k)}" for k in ours if h.get(k) != ours[k]]
+        if theirs:
+            differ.append(f"host {h['host']} (node {node[:12]}) runs {', '.join(theirs)}")
     if differ:
         raise SpecError(f"the Ray cluster at {address} mixes passport installations: {'; '.join(differ)}; this "
                         f"coordinator runs " + ", ".join(f"{k} {v}" for k, v in ours.items()) + ". Install the same "

@@ -162,37 +162,41 @@ def test_taking_back_a_send_that_went_never_touches_the_one_armed_after_it(
 def test_a_few_slots_serve_many_sends_each_stamped_once(
         pair: tuple[socket.socket, socket.socket], monkeypatch: pytest.MonkeyPatch, pacer_kind: str) -> None:
     """Four C slots (the C side frees a slot as it reports the send, the loop reuses it) serve
-    thirty sends, every third withdrawn, with no overflow thread: each that went is written once,
-    whole and in order, stamped once with its own time (never before its deadline), and no
-    withdrawn one is written."""
+    thirty sends, every third withdrawn at once, with no overflow thread: each that went is written
+    once, whole and in order, stamped once with its own time (never before its deadline), and no
+    withdrawn one is written. A withdraw may lose the race to the send on a busy machine (the test
+    thread descheduled past the 2 ms deadline): that send then went and counts as one."""
     monkeypatch.setattr(_pacer, "_SLOTS", 4)
     a, b = pair
     stamps: list[int] = []
 
-    async def main() -> list[tuple[PacedSend, int]]:
+    async def main() -> tuple[list[tuple[PacedSend, int]], list[int]]:
         pacer = Pacer()
         pacer.start()
-        went = []
+        went, withdrawn = [], []
         for k in range(30):
-            send = _send(a, _now() + 1_000_000, bytes([65 + k % 26]), stamps, [])
+            send = _send(a, _now() + 2_000_000, bytes([65 + k % 26]), stamps, [])
             pacer.submit(send)
-            if k % 3 == 2:
-                assert pacer.withdraw(send)
+            if k % 3 == 2 and pacer.withdraw(send):
+                withdrawn.append(k)
                 continue
-            await asyncio.sleep(0.003)
+            give_up_ns = _now() + 5_000_000_000  # a busy machine may hold the C thread for ms
+            while not pacer.went_at(send) and _now() < give_up_ns:
+                await asyncio.sleep(0.001)
             pacer.drain()
             went.append((send, pacer.went_at(send)))
         overflow = [t.name for t in threading.enumerate() if t.name == "passport-pacer-overflow"]
         assert not overflow or pacer_kind == "python", "the four C slots were not all given back"
         stats = pacer.stop()
-        assert (stats.raw, stats.withdrawn) == (20, 10)
-        return went
+        assert (stats.raw, stats.withdrawn) == (len(went), len(withdrawn))
+        return went, withdrawn
 
-    went = asyncio.run(main())
-    expected = bytes(65 + k % 26 for k in range(30) if k % 3 != 2)
+    went, withdrawn = asyncio.run(main())
+    assert withdrawn, "no withdraw won its race in ten tries"
+    expected = bytes(65 + k % 26 for k in range(30) if k not in withdrawn)
     assert _read(b, len(expected)) == expected
     assert all(at >= send.deadline_ns for send, at in went)
-    assert sorted(stamps) == sorted(at for _, at in went) and len(set(stamps)) == 20
+    assert sorted(stamps) == sorted(at for _, at in went) and len(set(stamps)) == len(went)
 
 
 def test_a_send_due_while_the_loop_is_busy_goes_on_time(pair: tuple[socket.socket, socket.socket]) -> None:

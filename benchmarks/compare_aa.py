@@ -2,14 +2,15 @@
 machine and beside a CPU hog.
 
 Every run draws its own scripted delays from the same distribution (TTFT 30 ms +- 5 ms jitter,
-ITL 3 ms), so no difference between any two runs is real: each pair whose verdict is anything
-but "no significant difference" on some statistic is a false positive. For each case (`quiet`:
-nothing else running; `hog`: one busy process per core beside the simulator and the client, as
-a shared CI machine has) prints how many of the independent pairs came out clean, which
-statistics were called, the smallest p-value seen and the largest relative differences between
-two runs (what a level shift between runs can reach, the floor `--min-effect` guards against);
-and the time one comparison takes. Acceptance (issues 12 and 28): at least 19 of 20 pairs clean
-in each case.
+ITL 3 ms), so no difference between any two runs is real: each pair with a statistic called
+(faster, slower, higher, lower) is a false positive. For each case (`quiet`: nothing else
+running; `hog`: one busy process per core beside the simulator and the client, as a shared CI
+machine has) prints how many of the independent pairs came out clean, which statistics were
+called, how often each was inconclusive (not called, but its interval reached past the 10 %
+minimum effect: the runs too short to say "the same"), the smallest p-value seen, the largest
+relative differences between two runs (what a level shift between runs can reach, the floor
+`--min-effect` guards against) and the time one comparison takes. Acceptance (issues 12 and 28):
+at least 19 of 20 pairs clean in each case.
 
     .venv/bin/python benchmarks/compare_aa.py [--pairs 20] [--requests 150] [--cases quiet,hog]
 """
@@ -56,6 +57,7 @@ def _case(name: str, pairs: int, requests: int) -> None:
     with tempfile.TemporaryDirectory() as tmp, hog:
         runs = _runs(2 * pairs, requests, Path(tmp))
         called: Counter[str] = Counter()
+        inconclusive: Counter[str] = Counter()
         clean, smallest_p, largest_rel, seconds = 0, 1.0, {}, []
         for i in range(pairs):
             start = time.perf_counter()
@@ -65,15 +67,17 @@ def _case(name: str, pairs: int, requests: int) -> None:
             real = [m for m in rows if m.verdict in ("faster", "slower", "higher", "lower")]
             clean += not real
             called.update(f"{m.metric}.{m.stat}" for m in real)
+            inconclusive.update(f"{m.metric}.{m.stat}" for m in rows if m.verdict.startswith("inconclusive"))
             for m in rows:
                 if m.p is not None:
                     smallest_p = min(smallest_p, m.p)
                 if m.base and m.other is not None:
                     key = f"{m.metric}.{m.stat}"
                     largest_rel[key] = max(largest_rel.get(key, 0.0), abs(m.other - m.base) / abs(m.base))
-    print(f"[{name}] A/A: {clean} of {pairs} pairs gave no significant difference on every statistic "
+    print(f"[{name}] A/A: {clean} of {pairs} pairs called no difference on any statistic "
           f"({requests} requests per run)")
     print(f"[{name}] statistics called (false positives): {dict(called) or 'none'}")
+    print(f"[{name}] inconclusive (pairs of {pairs}): {dict(sorted(inconclusive.items())) or 'none'}")
     print(f"[{name}] smallest p-value seen: {smallest_p:.4g}")
     print(f"[{name}] largest relative difference between two runs: "
           + ", ".join(f"{k} {v:.1%}" for k, v in sorted(largest_rel.items())))

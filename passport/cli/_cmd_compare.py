@@ -22,7 +22,8 @@ def add(sub: Any, epilog: str) -> None:
                     "headline statistic side by side with the interval of the difference and its p-value, both "
                     "Holm-corrected across the statistics (each run's error from time blocks of its window, so "
                     "drift within a run widens it), and a verdict (faster, slower, higher, lower, no significant "
-                    "difference, too few samples). Exit 0 comparable, 1 not comparable. Given a campaign folder "
+                    "difference, inconclusive where the interval reaches past --min-effect, too few samples). "
+                    "Exit 0 comparable, 1 not comparable. Given a campaign folder "
                     "and two of its arms, compares the arms' repetition sets instead, on the variance between "
                     "repetitions (Welch's t over each statistic's per-run values).",
         epilog="examples:\n  passport compare results/run-a results/run-b\n"

@@ -21,7 +21,7 @@ import numpy as np
 
 from passport._errors import PassportError
 from passport.judge._compare import MetricComparison, difference_verdict, format_p, format_value
-from passport.judge._stats import Test, difference, holm, mean_estimate
+from passport.judge._stats import Difference, Test, difference, holm, mean_estimate
 from passport.model import passport_of
 
 if TYPE_CHECKING:
@@ -70,24 +70,27 @@ def compare_arm_sets(campaign: TrustedCampaign, base: str, other: str, alpha: fl
             raise PassportError(f"the campaign has no arm named {name!r} (arms: {', '.join(arms)})")
     values = {name: _values(campaign, arms[name]) for name in (base, other)}
     tests: list[Test] = []
-    pending: list[tuple[str, str, float | None, float | None, Test | None]] = []
+    pending: list[tuple[str, str, float | None, float | None, tuple[Test, Difference] | None]] = []
     for metric, stat in ARM_STATISTICS:
         a, b = values[base][metric, stat], values[other][metric, stat]
         mean_a = float(np.mean(a)) if a else None
         mean_b = float(np.mean(b)) if b else None
-        test = None
+        tested = None
         if len(a) >= 2 and len(b) >= 2:
             found = difference(mean_estimate(float(np.mean(a)), float(np.std(a, ddof=1)), len(a)),
                                mean_estimate(float(np.mean(b)), float(np.std(b, ddof=1)), len(b)))
-            test = Test(found.p)
-            tests.append(test)
-        pending.append((metric, stat, mean_a, mean_b, test))
+            tested = Test(found.p), found
+            tests.append(tested[0])
+        pending.append((metric, stat, mean_a, mean_b, tested))
     holm(tests, alpha)
     metrics = []
-    for metric, stat, mean_a, mean_b, test in pending:
+    for metric, stat, mean_a, mean_b, tested in pending:
         m = MetricComparison(metric, stat, mean_a, mean_b, None, "fewer than two repetitions in an arm: not tested")
-        if test is not None:
-            m.verdict, m.p, m.p_raw = difference_verdict(m, test, min_effect), test.p_adjusted, test.p
+        if tested is not None:
+            test, found = tested
+            assert test.level is not None
+            m.level, m.ci = test.level, found.interval(test.level)
+            m.verdict, m.p, m.p_raw = difference_verdict(m, test, min_effect, m.ci), test.p_adjusted, test.p
         metrics.append(m)
     n = {name: sum(1 for r in arms[name]["repetitions"] if r["run"]) for name in (base, other)}
     return ArmComparison(str(record["name"]), base, other, n[base], n[other], alpha, min_effect, metrics)

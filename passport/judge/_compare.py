@@ -20,8 +20,11 @@ the comparison, and a minimum effect below which a difference is not called. A v
 "faster"/"slower" (latency) or "higher"/"lower" (rates) only when the difference survives all of
 that. The p-value shown is Holm-adjusted and the interval is at the level Holm tested it at, so
 a shown interval excludes zero exactly when the p is under alpha and the verdict names a
-difference (the uncorrected p stays in `MetricComparison.p_raw`). Then each accuracy set both runs
-scored, item by item (`_accuracy_compare.py`). Caveats: canary status.
+difference (the uncorrected p stays in `MetricComparison.p_raw`). A difference not called is
+"no significant difference" only when that interval stays within the minimum effect of the first
+run either way, else "inconclusive": a short run or a busy machine cannot tell, and a user must not
+read it as "the same". Then each accuracy set both runs scored, item by item
+(`_accuracy_compare.py`). Caveats: canary status.
 """
 
 from __future__ import annotations
@@ -323,8 +326,18 @@ def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[Me
     return MetricComparison(metric, stat, base.value, other.value, None, "", None, diff.p), _Tested(diff.p, diff=diff)
 
 
-def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
+def difference_verdict(m: MetricComparison, test: Test, min_effect: float,
+                       interval: tuple[float, float] | None = None) -> str:
+    """The word for one tested statistic. Not significant is "no significant difference" only
+    where the difference's `interval` (at the level Holm tested it) stays within `min_effect` of
+    the first run's value either way; an interval reaching past it is "inconclusive": the data
+    neither show a difference nor rule out one the user asked to be called (a short run, a busy
+    machine). Without an interval, not significant is said as such."""
     if not test.significant:
+        if interval is not None and m.base:
+            reach = max(interval, key=abs) / abs(m.base)
+            if abs(reach) > min_effect:
+                return f"inconclusive (interval reaches {reach:+.1%}, beyond --min-effect {min_effect:.0%})"
         return "no significant difference"
     assert m.base is not None and m.other is not None
     rate = m.metric.startswith(("throughput", "goodput"))
@@ -348,7 +361,7 @@ def _compare_pair(base_run: RunData, other_run: RunData, base_p: Passport, other
     for m, t in rows:
         if isinstance(t, _Tested) and t.diff is not None and t.level is not None:
             m.p, m.level, m.ci = t.p_adjusted, t.level, t.diff.interval(t.level)
-            m.verdict = difference_verdict(m, t, min_effect)
+            m.verdict = difference_verdict(m, t, min_effect, m.ci)
     return [m for m, _ in rows]
 
 

@@ -126,3 +126,21 @@ def test_the_fast_95_percent_t_quantile_is_scipys_at_every_degree_of_freedom() -
 
     worst = max(abs(t_critical_95(df) - stats.t.ppf(0.975, df)) for df in range(1, 3000))
     assert worst < 1e-6
+
+
+@pytest.mark.parametrize(("interval", "significant", "other", "said"), [
+    # base 30 ms, min effect 10 %: 3 ms either way
+    ((-0.002, 0.0025), False, 0.0302, "no significant difference"),
+    ((-0.003, 0.003), False, 0.030, "no significant difference"),  # exactly at the floor: still ruled out
+    ((-0.0237, 0.0236), False, 0.030, "inconclusive (interval reaches -79.0%, beyond --min-effect 10%)"),
+    ((-0.001, 0.0045), False, 0.0317, "inconclusive (interval reaches +15.0%, beyond --min-effect 10%)"),
+    ((0.010, 0.019), True, 0.0445, "slower"),
+    ((0.0005, 0.0015), True, 0.031, "under --min-effect 10% (slower by 3.3%, significant)"),
+    ((-0.0237, 0.0236), False, None, "no significant difference"),  # a first value of 0: no relative reach to judge
+])
+def test_a_difference_not_called_is_the_same_only_when_its_interval_rules_out_the_minimum_effect(
+        interval: tuple[float, float], significant: bool, other: float | None, said: str) -> None:
+    from passport.judge._compare import MetricComparison, difference_verdict
+
+    m = MetricComparison("ttft.any", "p50", 0.030 if other is not None else 0.0, other, interval, "")
+    assert difference_verdict(m, HolmTest(0.5, significant=significant), 0.10, interval) == said

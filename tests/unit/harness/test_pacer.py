@@ -9,7 +9,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -47,6 +47,17 @@ def _send(sock: socket.socket, deadline_ns: int, request: bytes, stamps: list[in
         sock.setblocking(False)
 
     return PacedSend(deadline_ns, request, os.dup(sock.fileno()), stamps.append, rest)
+
+
+async def _until(done: Callable[[], bool], timeout_s: float = 5.0) -> bool:
+    """Polls `done` on the loop every millisecond until it holds (True) or `timeout_s` passes
+    (False): a wait that a busy machine stretches without failing the test."""
+    give_up_ns = _now() + int(timeout_s * 1e9)
+    while not done():
+        if _now() > give_up_ns:
+            return False
+        await asyncio.sleep(0.001)
+    return True
 
 
 def _read(sock: socket.socket, n: int, timeout_s: float = 10.0) -> bytes:
@@ -112,12 +123,12 @@ def test_a_withdrawn_send_is_never_written_and_gives_its_descriptor_back(
     async def main() -> None:
         pacer = Pacer()
         pacer.start()
-        send = _send(a, _now() + 50_000_000, b"never", stamps, [])
+        send = _send(a, _now() + 200_000_000, b"never", stamps, [])  # far enough for a busy machine
         dup = send.fd
         pacer.submit(send)
         await asyncio.sleep(0.01)
         assert pacer.withdraw(send) and not pacer.withdraw(send)  # taken back once
-        await asyncio.sleep(0.08)  # past its deadline
+        await asyncio.sleep(0.25)  # past its deadline
         pacer.stop()
         try:
             os.fstat(dup)
@@ -146,8 +157,8 @@ def test_taking_back_a_send_that_went_never_touches_the_one_armed_after_it(
         pacer.start()
         first = _send(a, _now() + 2_000_000, b"1", stamps, [])
         pacer.submit(first)
-        await asyncio.sleep(0.02)  # sent, and reported back to the loop
-        assert pacer.went_at(first) > 0
+        assert await _until(lambda: pacer.went_at(first) > 0)  # sent
+        await asyncio.sleep(0.01)  # and reported back to the loop
         second = _send(a, _now() + 10_000_000, b"2", stamps, [])
         pacer.submit(second)
         assert not pacer.withdraw(first)
@@ -180,9 +191,7 @@ def test_a_few_slots_serve_many_sends_each_stamped_once(
             if k % 3 == 2 and pacer.withdraw(send):
                 withdrawn.append(k)
                 continue
-            give_up_ns = _now() + 5_000_000_000  # a busy machine may hold the C thread for ms
-            while not pacer.went_at(send) and _now() < give_up_ns:
-                await asyncio.sleep(0.001)
+            assert await _until(lambda s=send: pacer.went_at(s) > 0)  # a busy machine may hold the C thread for ms
             pacer.drain()
             went.append((send, pacer.went_at(send)))
         overflow = [t.name for t in threading.enumerate() if t.name == "passport-pacer-overflow"]
@@ -287,7 +296,7 @@ def test_a_send_without_a_descriptor_is_handed_to_the_loop_at_its_deadline() -> 
         pacer.start()
         deadline = _now() + 10_000_000
         pacer.submit(PacedSend(deadline, b"tls", -1, stamps.append, written.append))
-        await asyncio.sleep(0.05)
+        assert await _until(lambda: bool(written))
         stats = pacer.stop()
         assert (stats.raw, stats.via_loop) == (0, 1)
         return deadline

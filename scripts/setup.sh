@@ -82,6 +82,18 @@ if [ -n "$EXTRAS" ]; then
 fi
 
 [ -n "$NO_ENGINE" ] && exit 0
+# The engines' own environments (mostly downloads and unpacking) are installed while llama-server
+# compiles on every core: on an empty cache the network's minutes overlap the compiler's. uv is
+# installed first, once, so the jobs beside each other never race to install it; each job's
+# failure is reported, with its log, once the build is done.
+beside=()
+if [ -n "$VLLM$MLX$PEERS" ]; then
+  bash -c 'source scripts/_uv.sh'
+  logs="$(mktemp -d)"
+  [ -n "$VLLM" ] && { bash scripts/setup_vllm.sh --env-only >/dev/null 2>"$logs/vllm.log" & beside+=("$!:vllm"); }
+  [ -n "$MLX" ] && { bash scripts/setup_mlx.sh >/dev/null 2>"$logs/mlx.log" & beside+=("$!:mlx"); }
+  [ -n "$PEERS" ] && { bash scripts/setup_peers.sh >/dev/null 2>"$logs/peers.log" & beside+=("$!:peers"); }
+fi
 eval "$(PYTHON="$VENV/bin/python" bash scripts/setup_engine.sh)"
 ln -sf "$LLAMA_SERVER" "$VENV/bin/llama-server"
 
@@ -96,6 +108,14 @@ if [ ! -d "$CACHE/tokenizers/$sha" ]; then
   log "converting the GGUF tokenizer (once, about 30 s)"
   PYTHONPATH="$site" "$VENV/bin/python" -m workloads tokenizer "gguf:$MODEL_PATH" >&2
 fi
+for job in "${beside[@]}"; do
+  if ! wait "${job%%:*}"; then
+    cat "$logs/${job#*:}.log" >&2
+    log "setting up ${job#*:} failed (its log above); run scripts/setup.sh again once it is mended"
+    exit 1
+  fi
+  cat "$logs/${job#*:}.log" >&2
+done
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
 [ -n "$MLX" ] && bash scripts/setup_mlx.sh
 [ -n "$PEERS" ] && bash scripts/setup_peers.sh >/dev/null

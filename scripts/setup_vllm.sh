@@ -35,6 +35,8 @@ exec "$ENV_DIR/bin/python" "$PWD/scripts/engines/vllm_cli.py" "\$@"
 SH
 chmod +x "$ENV_DIR/bin/vllm.new" && mv "$ENV_DIR/bin/vllm.new" "$ENV_DIR/bin/vllm"
 [ -d .venv/bin ] && ln -sf "$ENV_DIR/bin/vllm" .venv/bin/vllm
+# --env-only: the environment alone (setup.sh installs it while llama-server compiles, before the GGUF exists)
+[ "${1:-}" = "--env-only" ] && exit 0
 
 if [ ! -f "$MODEL_DIR/model.safetensors" ]; then
   [ -f "$GGUF" ] || { log "$GGUF is missing: run scripts/setup.sh first"; exit 1; }

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import fcntl
+import functools
 import json
 import os
 import random
@@ -222,12 +223,16 @@ class Bed:
         shutil.rmtree(self.state, ignore_errors=True)
 
 
+@functools.cache
 def _installed_under_tmp() -> list[str]:
-    """The folders under /tmp that every host must see: this checkout and the Python environment
-    (and the interpreter it was made from) running this script."""
+    """The folders under /tmp that every host must see: this checkout, the Python environment
+    (and the interpreter it was made from) running this script, and passport's cache (the engines
+    .venv/bin links to, the models, the tokenizers) where $PASSPORT_CACHE puts it there."""
+    from workloads import default_cache_dir  # the package's import takes a second: only when a host is made
+
     found: list[str] = []
     for path in sorted({Path(__file__).resolve().parent.parent, Path(sys.prefix).resolve(),
-                        Path(sys.base_prefix).resolve()}):
+                        Path(sys.base_prefix).resolve(), default_cache_dir().expanduser().resolve()}):
         if path.is_relative_to("/tmp") and path != Path("/tmp") and not any(
                 path.is_relative_to(f) for f in found):
             found.append(str(path))

@@ -44,6 +44,19 @@ if [ ! -x "$VENV/bin/python" ]; then
   log "creating $VENV"
   "$PY" -m venv "$VENV"
 fi
+deps="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
+stamp="$VENV/.deps-$deps${EXTRAS:+-test}"
+# a venv set up with the test extras has every base package too
+if [ -n "$NEWEST" ] || { [ ! -f "$stamp" ] && [ ! -f "$VENV/.deps-$deps-test" ]; }; then
+  pins=(-c constraints.txt) how="pinned by constraints.txt"
+  [ -n "$NEWEST" ] && pins=(--upgrade --upgrade-strategy eager) how="the newest versions pyproject.toml allows"
+  log "installing passport${EXTRAS} into $VENV ($how)"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}" -e ".${EXTRAS}" 2>&1 \
+    | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import passport, harness, workloads" || { log "install failed"; exit 1; }
+  touch "$stamp"
+fi
+
 # apt_install COMMAND WHY PACKAGE...: Debian packages the tests need, once, where COMMAND is missing
 apt_install() {
   local cmd="$1" why="$2"
@@ -68,55 +81,20 @@ if [ -n "$EXTRAS" ]; then
   apt_install unshare "the multi-host Ray test bed" util-linux
 fi
 
-# llama-server compiles on every core for minutes while passport itself and the engines' own
-# environments (mostly downloads and unpacking) install beside it: on an empty cache the network's
-# minutes overlap the compiler's. The Debian packages above are in first (apt takes one caller at a
-# time; the build's own tools are its only apt call from here) and uv before the jobs that use it,
-# so nothing beside races for either. Each job's log is shown when it is done; a failure is named
-# and stops the set-up.
-beside=()
-logs="$(mktemp -d)"
-trap 'rm -rf "$logs"' EXIT
-if [ -z "$NO_ENGINE" ]; then
-  PYTHON="$VENV/bin/python" bash scripts/setup_engine.sh >"$logs/engine.out" 2>"$logs/engine.log" &
-  beside+=("$!:engine")
-  if [ -n "$VLLM$MLX$PEERS" ]; then
-    bash -c 'source scripts/_uv.sh'
-    [ -n "$VLLM" ] && { bash scripts/setup_vllm.sh --env-only >/dev/null 2>"$logs/vllm.log" & beside+=("$!:vllm"); }
-    [ -n "$MLX" ] && { bash scripts/setup_mlx.sh >/dev/null 2>"$logs/mlx.log" & beside+=("$!:mlx"); }
-    [ -n "$PEERS" ] && { bash scripts/setup_peers.sh >/dev/null 2>"$logs/peers.log" & beside+=("$!:peers"); }
-  fi
-fi
-# joined JOB: wait for the job beside named JOB, show its log; its failure ends the set-up
-joined() {
-  local job
-  for job in "${beside[@]}"; do
-    [ "${job#*:}" = "$1" ] || continue
-    if ! wait "${job%%:*}"; then
-      cat "$logs/$1.log" >&2
-      log "setting up $1 failed (its log above); run scripts/setup.sh again once it is mended"
-      exit 1
-    fi
-    cat "$logs/$1.log" >&2
-  done
-}
-
-deps="$(cat pyproject.toml constraints.txt | sha256sum | cut -c1-16)"
-stamp="$VENV/.deps-$deps${EXTRAS:+-test}"
-# a venv set up with the test extras has every base package too
-if [ -n "$NEWEST" ] || { [ ! -f "$stamp" ] && [ ! -f "$VENV/.deps-$deps-test" ]; }; then
-  pins=(-c constraints.txt) how="pinned by constraints.txt"
-  [ -n "$NEWEST" ] && pins=(--upgrade --upgrade-strategy eager) how="the newest versions pyproject.toml allows"
-  log "installing passport${EXTRAS} into $VENV ($how)"
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${pins[@]}" -e ".${EXTRAS}" 2>&1 \
-    | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -c "import passport, harness, workloads" || { log "install failed"; exit 1; }
-  touch "$stamp"
-fi
-
 [ -n "$NO_ENGINE" ] && exit 0
-joined engine
-eval "$(cat "$logs/engine.out")"
+# The engines' own environments (mostly downloads and unpacking) are installed while llama-server
+# compiles on every core: on an empty cache the network's minutes overlap the compiler's. uv is
+# installed first, once, so the jobs beside each other never race to install it; each job's
+# failure is reported, with its log, once the build is done.
+beside=()
+if [ -n "$VLLM$MLX$PEERS" ]; then
+  bash -c 'source scripts/_uv.sh'
+  logs="$(mktemp -d)"
+  [ -n "$VLLM" ] && { bash scripts/setup_vllm.sh --env-only >/dev/null 2>"$logs/vllm.log" & beside+=("$!:vllm"); }
+  [ -n "$MLX" ] && { bash scripts/setup_mlx.sh >/dev/null 2>"$logs/mlx.log" & beside+=("$!:mlx"); }
+  [ -n "$PEERS" ] && { bash scripts/setup_peers.sh >/dev/null 2>"$logs/peers.log" & beside+=("$!:peers"); }
+fi
+eval "$(PYTHON="$VENV/bin/python" bash scripts/setup_engine.sh)"
 ln -sf "$LLAMA_SERVER" "$VENV/bin/llama-server"
 
 sha=$(sha256sum "$MODEL_PATH" | cut -c1-16)
@@ -130,7 +108,14 @@ if [ ! -d "$CACHE/tokenizers/$sha" ]; then
   log "converting the GGUF tokenizer (once, about 30 s)"
   PYTHONPATH="$site" "$VENV/bin/python" -m workloads tokenizer "gguf:$MODEL_PATH" >&2
 fi
-for job in vllm mlx peers; do joined "$job"; done
+for job in "${beside[@]}"; do
+  if ! wait "${job%%:*}"; then
+    cat "$logs/${job#*:}.log" >&2
+    log "setting up ${job#*:} failed (its log above); run scripts/setup.sh again once it is mended"
+    exit 1
+  fi
+  cat "$logs/${job#*:}.log" >&2
+done
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
 [ -n "$MLX" ] && bash scripts/setup_mlx.sh
 [ -n "$PEERS" ] && bash scripts/setup_peers.sh >/dev/null

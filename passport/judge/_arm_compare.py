@@ -90,7 +90,7 @@ def compare_arm_sets(campaign: TrustedCampaign, base: str, other: str, alpha: fl
             test, found = tested
             assert test.level is not None
             m.level, m.ci = test.level, found.interval(test.level)
-            m.verdict, m.p, m.p_raw = difference_verdict(m, test, min_effect, m.ci), test.p_adjusted, test.p
+            m.verdict, m.p, m.p_raw = difference_verdict(m, test, min_effect), test.p_adjusted, test.p
         metrics.append(m)
     n = {name: sum(1 for r in arms[name]["repetitions"] if r["run"]) for name in (base, other)}
     return ArmComparison(str(record["name"]), base, other, n[base], n[other], alpha, min_effect, metrics)

@@ -326,16 +326,15 @@ def _tested(metric: str, stat: str, base: Estimate, other: Estimate) -> tuple[Me
     return MetricComparison(metric, stat, base.value, other.value, None, "", None, diff.p), _Tested(diff.p, diff=diff)
 
 
-def difference_verdict(m: MetricComparison, test: Test, min_effect: float,
-                       interval: tuple[float, float] | None = None) -> str:
+def difference_verdict(m: MetricComparison, test: Test, min_effect: float) -> str:
     """The word for one tested statistic. Not significant is "no significant difference" only
-    where the difference's `interval` (at the level Holm tested it) stays within `min_effect` of
-    the first run's value either way; an interval reaching past it is "inconclusive": the data
+    where the difference's interval `m.ci` (at the level Holm tested it) stays within `min_effect`
+    of the first run's value either way; an interval reaching past it is "inconclusive": the data
     neither show a difference nor rule out one the user asked to be called (a short run, a busy
     machine). Without an interval, not significant is said as such."""
     if not test.significant:
-        if interval is not None and m.base:
-            reach = max(interval, key=abs) / abs(m.base)
+        if m.ci is not None and m.base:
+            reach = max(m.ci, key=abs) / abs(m.base)
             if abs(reach) > min_effect:
                 return f"inconclusive (interval reaches {reach:+.1%}, beyond --min-effect {min_effect:.0%})"
         return "no significant difference"
@@ -361,7 +360,7 @@ def _compare_pair(base_run: RunData, other_run: RunData, base_p: Passport, other
     for m, t in rows:
         if isinstance(t, _Tested) and t.diff is not None and t.level is not None:
             m.p, m.level, m.ci = t.p_adjusted, t.level, t.diff.interval(t.level)
-            m.verdict = difference_verdict(m, t, min_effect, m.ci)
+            m.verdict = difference_verdict(m, t, min_effect)
     return [m for m, _ in rows]
 
 

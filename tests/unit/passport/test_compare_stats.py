@@ -143,4 +143,4 @@ def test_a_difference_not_called_is_the_same_only_when_its_interval_rules_out_th
     from passport.judge._compare import MetricComparison, difference_verdict
 
     m = MetricComparison("ttft.any", "p50", 0.030 if other is not None else 0.0, other, interval, "")
-    assert difference_verdict(m, HolmTest(0.5, significant=significant), 0.10, interval) == said
+    assert difference_verdict(m, HolmTest(0.5, significant=significant), 0.10) == said

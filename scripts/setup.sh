@@ -116,6 +116,7 @@ for job in "${beside[@]}"; do
   fi
   cat "$logs/${job#*:}.log" >&2
 done
+[ -n "${logs:-}" ] && rm -rf "$logs"
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
 [ -n "$MLX" ] && bash scripts/setup_mlx.sh
 [ -n "$PEERS" ] && bash scripts/setup_peers.sh >/dev/null

@@ -66,13 +66,26 @@ def test_answers_garbled_under_load_are_caught_and_every_judgment_sees_it(
     rule = next(r for r in passport["validity"]["rules"] if r["name"] == "accuracy_drop")
     assert rule["status"] == "FAIL" and rule["measured"] == 2
     assert "right alone, wrong under load: arithmetic-0000" in rule["message"]
+    table = pq.read_table(folder / "accuracy.parquet").to_pylist()
+    loaded = [r for r in table if r["phase"] == "under_load"]
     for name in ("arithmetic", "recall"):
         figures = passport["results"]["accuracy"][name]
         assert figures["alone"]["accuracy"] == 1.0 and figures["alone"]["n"] == 24
-        assert figures["under_load"]["accuracy"] < 0.2
-        assert figures["paired"]["p_value"] < 1e-4 and figures["rescored_differ"] == 0
-    table = pq.read_table(folder / "accuracy.parquet").to_pylist()
-    loaded = [r for r in table if r["phase"] == "under_load"]
+        # the server's own word: it garbles a reply to "garbled garbled ..."; scored wrong exactly then
+        mine = [r for r in loaded if r["set"] == name]
+        garbled = [str(r["content"]).startswith("garbled") for r in mine]
+        assert [not r["correct"] for r in mine] == garbled
+        assert figures["under_load"]["n"] == len(mine)
+        assert figures["under_load"]["accuracy"] == pytest.approx(garbled.count(False) / len(mine))
+        # the load was there for most items (a client stalled on a busy machine lets the server's
+        # streams end, and an item sent as it wakes can arrive first: 6 of 23 came back right in
+        # one CI run, up to 6 of 23 here with the client stopped 100 ms of every 300 ms)
+        assert figures["under_load"]["accuracy"] <= 0.5
+        first: dict[str, bool] = {}  # each item's first loaded answer (by send time): garbled or not
+        for row, was in sorted(zip(mine, garbled), key=lambda x: int(x[0]["sent_ns"])):
+            first.setdefault(str(row["item_id"]), was)
+        worse = sum(first.values())  # every item right alone: each garbled first answer is a pair worse
+        assert figures["paired"]["p_value"] == pytest.approx(0.5 ** worse) and figures["rescored_differ"] == 0
     # one item per 1/share completions, at seeded positions; those the load ended before are not sent
     assert 0.8 * round(0.2 * 240) <= len(loaded) <= round(0.2 * 240)
     # wrong only where the load was: the simulator garbles while 4 others stream, counting the timed

@@ -106,6 +106,7 @@ if TYPE_CHECKING:
         TELEMETRY_SCHEMA,
         TableWriter,
         join_parts,
+        settle_open_writers,
     )
     from harness._redact import (
         has_secret,
@@ -213,6 +214,7 @@ __all__ = [
     "TELEMETRY_SCHEMA",
     "RAW_TABLES",
     "TableWriter",
+    "settle_open_writers",
     "TelemetrySampler",
     "BRACKET_COUNTERS",
     "close_sources",
@@ -313,6 +315,7 @@ _HOME = {
     "REQUESTS_SCHEMA": "harness._recorder",
     "TELEMETRY_SCHEMA": "harness._recorder",
     "TableWriter": "harness._recorder",
+    "settle_open_writers": "harness._recorder",
     "join_parts": "harness._recorder",
     "has_secret": "harness._redact",
     "register_secret": "harness._redact",

@@ -22,6 +22,7 @@ import os
 import shutil
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +44,7 @@ __all__ = [
     "TELEMETRY_SCHEMA",
     "RAW_TABLES",
     "TableWriter",
+    "settle_open_writers",
     "piece_array",
     "join_parts",
 ]
@@ -184,7 +186,13 @@ def join_parts(folder: Path, name: str, schema: pa.Schema) -> Path:
         if pending or not written:
             writer.write_table(pa.concat_tables(pending).combine_chunks() if pending else schema.empty_table())
     if parts_dir.is_dir():
-        shutil.rmtree(parts_dir)
+        # out of the way in one step, then removed: interrupted while removing the parts one by
+        # one, it left a folder of some of them, which the next join took for the whole table
+        # (a second Ctrl-C kept 0 of 200 requests so)
+        joined = folder / f"{name}.parts.joined"
+        shutil.rmtree(joined, ignore_errors=True)
+        parts_dir.rename(joined)
+        shutil.rmtree(joined)
     return target
 
 
@@ -207,6 +215,19 @@ def _warm_conversion(schema: pa.Schema, rows: int) -> None:
     and the pacer would wait for it once."""
     if all(not pa.types.is_dictionary(f.type) for f in schema):
         pa.table({f.name: [_typical(f.type)] * rows for f in schema}, schema=schema)
+
+
+# Every writer not settled yet, so that an interrupt which skipped their close can settle them.
+_OPEN: weakref.WeakSet[TableWriter] = weakref.WeakSet()
+
+
+def settle_open_writers() -> None:
+    """Settle every writer this process opened and never closed: a second Ctrl-C that lands while
+    a timed phase ends skips their `close()`. What they buffered becomes a part, the parts in
+    flight reach the disk before anyone joins the folder, and their threads end (one left idle
+    kept `passport run` from ever exiting)."""
+    for writer in list(_OPEN):
+        writer.settle()
 
 
 def piece_array(pieces: list[Any], data_type: pa.DataType, dictionary: pa.Array | None) -> pa.Array:
@@ -282,6 +303,7 @@ class TableWriter:
         self.error: Exception | None = None
         self.rows_written = 0
         _warm_conversion(schema, min(flush_rows, 256))
+        _OPEN.add(self)
 
     def append_row(self, row: dict[str, Any]) -> None:
         """Buffer one row given as {column: value} (kept, not copied: the caller does not change
@@ -396,12 +418,18 @@ class TableWriter:
             future.result()
         self._pending.clear()
 
-    def close(self) -> Path | None:
-        """Flush, wait for the writer thread, and join the parts into `<name>.parquet`; None
-        (the parts left as they are, the reason in `error`) when a part or the join failed."""
+    def settle(self) -> None:
+        """Flush, wait until every part is on disk (or failed), and end the writer thread; the
+        parts stay as parts. An idle writer thread left running keeps the process from exiting."""
         self.sync()
         if self._own_executor:
             self._executor.shutdown(wait=True)
+        _OPEN.discard(self)
+
+    def close(self) -> Path | None:
+        """Settle, then join the parts into `<name>.parquet`; None (the parts left as they are,
+        the reason in `error`) when a part or the join failed."""
+        self.settle()
         if self.error is not None:
             return None
         try:

@@ -160,9 +160,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console() -> None:
-    """The `passport` command's entry point: `main`, then the interpreter's own exit steps (join
-    the threads that are not daemons, run the atexit handlers, flush stdout and stderr) and
-    `os._exit`. What it skips is the native teardown of Arrow's and DuckDB's thread pools, which
+    """The `passport` command's entry point: `main`, then the interpreter's own exit steps (the
+    threads' exit hooks and the join of those not daemons, the atexit handlers, flushing stdout
+    and stderr) and `os._exit`. What it skips is the native teardown of Arrow's and DuckDB's thread pools, which
     now and then aborts a finished command with "terminate called without an active exception"
     (SIGABRT, exit -6: apache/arrow#34314), turning a verdict a CI system gates on into a crash.
     `main` stays the function to call from Python: it returns and never ends the process."""
@@ -170,9 +170,10 @@ def console() -> None:
     import threading
 
     code = main()
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # the interpreter's own first exit step: the threads' exit hooks (concurrent.futures ends the
+    # idle threads of every pool no one shut down), then the join of every thread not a daemon;
+    # a join of its own without the hooks waited forever on such a thread
+    threading._shutdown()  # type: ignore[attr-defined]  # noqa: SLF001
     atexit._run_exitfuncs()  # noqa: SLF001 - the same handlers the interpreter would run
     for stream in (sys.stdout, sys.stderr):
         try:

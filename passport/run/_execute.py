@@ -34,6 +34,7 @@ from harness import (
     real_dir,
     scrub_file,
     scrub_json,
+    settle_open_writers,
     write_new,
 )
 from passport._errors import OutputFolderError
@@ -427,10 +428,11 @@ def _folder_gone(run: Opened, draft: PassportDraft, state: RunState, interrupts:
 
 def _timed_or_interrupted(run: Opened, found: Identified, planned: Planned, gate: Gate, ready: _Ready,
                           launcher: EngineLauncher | None, progress: ProgressFactory | None, say: Say) -> Timed:
-    """The timed phase; a signal that lands while its event loop is torn down (after the files
-    were closed) ends it as interrupted instead of losing the passport."""
+    """The timed phase; a signal that lands while its event loop is torn down (a second Ctrl-C:
+    the writers may not all be closed) ends it as interrupted instead of losing the passport."""
     try:
         return time_run(run, found, planned, gate, ready, launcher, progress, say)
     except KeyboardInterrupt:
+        settle_open_writers()
         join_leftover_parts(run.folder)
         return Timed([], "interrupted by SIGINT")

@@ -101,15 +101,21 @@ def test_an_unknown_option_shows_its_commands_usage_and_the_closest_options() ->
 def test_the_command_ends_by_os_exit_after_the_interpreters_own_exit_steps() -> None:
     """`console` skips the native teardown that aborts a finished command now and then (exit -6),
     so it must do the rest of what the interpreter does at exit: wait for a thread that is not a
-    daemon, run atexit handlers, deliver every byte written to a pipe, and keep the exit code."""
+    daemon, run atexit handlers, deliver every byte written to a pipe, and keep the exit code; and
+    end the idle threads of a pool no one shut down (a second Ctrl-C skips the writers' close: a
+    join without concurrent.futures' exit hook waited on such a thread for ever)."""
     import subprocess
     import sys
 
     script = (
         "import atexit, sys, threading, time\n"
+        "from concurrent.futures import ThreadPoolExecutor\n"
         "from passport.cli import _main\n"
+        "pools = []  # held, as the writers a second Ctrl-C skipped are held by its traceback\n"
         "def fake():\n"
         "    atexit.register(lambda: print('atexit ran'))\n"
+        "    pools.append(ThreadPoolExecutor(1))\n"
+        "    pools[0].submit(lambda: None).result()  # its thread left idle, never shut down\n"
         "    threading.Thread(target=lambda: (time.sleep(0.3), print('thread done'))).start()\n"
         "    sys.stdout.write('x' * 300000 + '\\n')\n"
         "    return 3\n"

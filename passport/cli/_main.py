@@ -162,10 +162,10 @@ def main(argv: list[str] | None = None) -> int:
 def console() -> None:
     """The `passport` command's entry point: `main`, then the interpreter's own exit steps (the
     threads' exit hooks and the join of those not daemons, the atexit handlers, flushing stdout
-    and stderr) and `os._exit`. What it skips is the native teardown of Arrow's and DuckDB's thread pools, which
-    now and then aborts a finished command with "terminate called without an active exception"
-    (SIGABRT, exit -6: apache/arrow#34314), turning a verdict a CI system gates on into a crash.
-    `main` stays the function to call from Python: it returns and never ends the process."""
+    and stderr) and `os._exit`. What it skips is the native teardown of Arrow's and DuckDB's
+    thread pools, which now and then aborts a finished command with "terminate called without an
+    active exception" (SIGABRT, exit -6: apache/arrow#34314), turning a verdict a CI system gates
+    on into a crash. `main` stays the function to call from Python: it returns and never ends the process."""
     import atexit
     import threading
 

@@ -85,13 +85,14 @@ fi
 # The engines' own environments (mostly downloads and unpacking) are installed while llama-server
 # compiles on every core: on an empty cache the network's minutes overlap the compiler's. uv is
 # installed first, once, so the jobs beside each other never race to install it; each job's
-# failure is reported, with its log, once the build is done.
+# failure is reported, with its log, once the build is done. Only vLLM's step comes again after
+# it: the conversion of the GGUF, which needs the build's model.
 beside=()
 if [ -n "$VLLM$MLX$PEERS" ]; then
   bash -c 'source scripts/_uv.sh'
   logs="$(mktemp -d)"
   [ -n "$VLLM" ] && { bash scripts/setup_vllm.sh --env-only >/dev/null 2>"$logs/vllm.log" & beside+=("$!:vllm"); }
-  [ -n "$MLX" ] && { bash scripts/setup_mlx.sh >/dev/null 2>"$logs/mlx.log" & beside+=("$!:mlx"); }
+  [ -n "$MLX" ] && { bash scripts/setup_mlx.sh >"$logs/mlx.out" 2>"$logs/mlx.log" & beside+=("$!:mlx"); }
   [ -n "$PEERS" ] && { bash scripts/setup_peers.sh >/dev/null 2>"$logs/peers.log" & beside+=("$!:peers"); }
 fi
 eval "$(PYTHON="$VENV/bin/python" bash scripts/setup_engine.sh)"
@@ -116,8 +117,7 @@ for job in "${beside[@]}"; do
   fi
   cat "$logs/${job#*:}.log" >&2
 done
-[ -n "${logs:-}" ] && rm -rf "$logs"
 [ -n "$VLLM" ] && bash scripts/setup_vllm.sh
-[ -n "$MLX" ] && bash scripts/setup_mlx.sh
-[ -n "$PEERS" ] && bash scripts/setup_peers.sh >/dev/null
+[ -n "$MLX" ] && cat "$logs/mlx.out"  # MLX_LM=<path>, as setup_mlx.sh printed it
+[ -n "${logs:-}" ] && rm -rf "$logs"
 echo "MODEL_PATH=$MODEL_PATH"

@@ -10,6 +10,9 @@
 #   ./scripts/test.sh --fast     the day-to-day tier: no engine build, no real engine, no Ray
 #                                cluster, no slow runs (markers in pyproject.toml); tests that
 #                                read the GGUF's tokenizer run only where it is cached already
+#   ./scripts/test.sh --stress   the fast and integration tiers beside one CPU hog per core and a second
+#                                pytest process running the fast tier round after round
+#                                (scripts/stress.py): no verdict may move with the machine's load
 #   ./scripts/test.sh --newest   the fast tier in .venv-newest/, set up with the newest versions of every
 #                                dependency that pyproject.toml allows instead of the lock
 #                                (constraints.txt): run it weekly, and before `bash scripts/lock.sh`
@@ -35,6 +38,11 @@ if [ "${1:-}" = "--fast" ] || [ "${1:-}" = "--newest" ]; then
   "$venv/bin/python" -m ruff check passport harness workloads canaries tests benchmarks scripts
   "$venv/bin/python" -m mypy
   exec "$venv/bin/python" -m pytest "${workers[@]}" -m "$select" "$@"
+fi
+if [ "${1:-}" = "--stress" ]; then
+  shift
+  bash scripts/setup.sh --test --no-engine >/dev/null
+  exec .venv/bin/python scripts/stress.py "$@"
 fi
 bash scripts/setup.sh --test --mlx --peers >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts

@@ -63,11 +63,11 @@ def main(args: argparse.Namespace) -> ExitCode:
     for line in headline_lines(outcome.passport):
         print(line)
     if args.save_result:
-        from passport.cli._save_result import save_result
+        from passport.cli._peer_results import save_result
 
         print(f"vllm result: {save_result(args, outcome.folder)}")
     if args.output_path is not None:
-        from passport.cli._cmd_show import write_guidellm_report
+        from passport.cli._peer_results import write_guidellm_report
 
         print(f"guidellm report: {write_guidellm_report(args.output_path, [outcome.folder])}")
     if not add_when_asked(args, outcome.folder):

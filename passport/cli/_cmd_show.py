@@ -9,7 +9,7 @@ from typing import Any
 from passport.cli._exit import ExitCode
 from passport.cli._shared import add_trust_options, trust_of
 
-__all__ = ["add", "main", "peer_file", "write_guidellm_report"]
+__all__ = ["add", "main"]
 
 _TOOLS = ("vllm", "sglang", "aiperf", "guidellm")  # passport.audit.TOOLS, unimported
 
@@ -41,46 +41,17 @@ def _num(value: float | None) -> str:
     return "—" if value is None else f"{value:,.3f}"
 
 
-def peer_file(tool: str, runs: list[Any]) -> dict[str, Any]:
-    """guidellm's or AIPerf's result file of opened runs (guidellm: one benchmark per run; AIPerf:
-    the first run)."""
-    from passport.audit import aiperf_export, guidellm_report, tool_view
-    from passport.cli._main import version
-
-    def view(run: Any) -> Any:
-        api = str(run.data["protocol"]["effective"]["endpoint"]["api"])
-        return tool_view(run.files, tool, api)  # type: ignore[arg-type]
-
-    if tool == "guidellm":
-        return guidellm_report([(run.data, view(run)) for run in runs], version())
-    return aiperf_export(runs[0].data, view(runs[0]), version())
-
-
-def write_guidellm_report(path: Path, folders: list[Path]) -> Path:
-    """guidellm's benchmarks.json of run folders this process has just written (`--output-path`:
-    a folder gets benchmarks.json inside, as guidellm resolves it); returns where it went."""
-    import json
-
-    from passport.audit import Trust, open_run
-
-    target = path / "benchmarks.json" if path.is_dir() else path
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps(peer_file("guidellm", [open_run(f, Trust()) for f in folders])) + "\n")
-    return target
-
-
 def _write_json(args: argparse.Namespace, run: Any, api: str) -> ExitCode:
     import json
     import sys
 
     from passport._errors import SpecError
+    from passport.cli._peer_results import peer_file, vllm_result_of
 
     if args.tool == "sglang":
         raise SpecError("--json: SGLang's output file is not written; --as sglang prints its summary, and "
                         "`passport show RUN --as vllm --json` writes vLLM's result JSON, which SGLang's mirrors")
     if args.tool == "vllm":
-        from passport.cli._save_result import vllm_result_of
-
         options = argparse.Namespace(metric_percentiles=None, percentile_metrics=None, backend=None, spec=True,
                                      concurrency=None, label=None, save_detailed=False)
         data, _ = vllm_result_of(options, run)

@@ -66,12 +66,12 @@ def run_levels(args: argparse.Namespace, spec: Any, merged: dict[str, Any], over
     for line in summary_lines(outcome):
         print(line)
     if getattr(args, "save_result", False):
-        from passport.cli._save_result import save_result
+        from passport.cli._peer_results import save_result
 
         for lv in outcome.levels:
             print(f"vllm result: {save_result(args, outcome.folder / 'levels' / lv.run, lv.run)}")
     if getattr(args, "output_path", None) is not None and outcome.levels:
-        from passport.cli._cmd_show import write_guidellm_report
+        from passport.cli._peer_results import write_guidellm_report
 
         probes = [p for p in (outcome.synchronous_probe, outcome.probe) if p is not None]
         folders = [outcome.folder / "levels" / lv.run for lv in (*probes, *outcome.levels)]

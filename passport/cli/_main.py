@@ -36,6 +36,7 @@ from passport.cli import (
 from passport.cli._exit import ExitCode
 from passport.cli._failure import DEBUG_ENV, debug_asked, report_crash
 from passport.cli._terminal import guarded_terminal
+from passport.cli._version import version
 
 __all__ = ["main", "console", "COMMANDS"]
 
@@ -72,16 +73,6 @@ COMMANDS: dict[str, ModuleType] = {
     "recover": _cmd_recover, "gate": _cmd_gate, "ledger": _cmd_ledger, "history": _cmd_history,
     "compare": _cmd_compare, "show": _cmd_show, "export": _cmd_export,
 }
-
-
-def version() -> str:
-    """passport's installed version, or "unknown"."""
-    from importlib import metadata
-
-    try:
-        return metadata.version("passport")
-    except metadata.PackageNotFoundError:
-        return "unknown"
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -8,13 +8,10 @@ recomputes them."""
 from __future__ import annotations
 
 import shlex
-from typing import TYPE_CHECKING
 
+from passport.judge._arms import ArmSummary
 from passport.judge._ranking import Ranking, rank_by_repetitions
 from passport.model import OBJECTIVES, CampaignSpec
-
-if TYPE_CHECKING:  # _campaign imports this module
-    from passport.judge._campaign import ArmSummary
 
 __all__ = ["advice", "name_list"]
 

@@ -42,6 +42,7 @@ from passport.audit import (
     sha256_bytes,
 )
 from passport.judge._advice import advice, name_list
+from passport.judge._arms import ArmRow, ArmSummary, Fit
 from passport.judge._compare import endpoint_kind, invariant_values
 from passport.judge._names import GateError, Kind, Target
 from passport.judge._ranking import ALPHA, Ranking, interval_of, rank_by_repetitions
@@ -85,16 +86,6 @@ ROW_PATHS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True)
-class Fit:
-    """The capacity arithmetic of one arm: live sequences that fit against those needed."""
-
-    fits: bool
-    sequences_fit: int
-    sequences_needed: int
-    lines: list[str]
-
-
 def check_fit(arm: ArmSpec, concurrency: int | None) -> Fit | None:
     """Does the arm's declared memory hold its weights and the KV cache its sequences need?
     None when the arm declares no capacity section."""
@@ -113,36 +104,6 @@ def check_fit(arm: ArmSpec, concurrency: int | None) -> Fit | None:
     verdict = (f"fits: {fit} live sequences of {c.context_tokens:,} tokens, {needed} needed" if fit >= needed
                else f"does not fit: {fit} live sequences of {c.context_tokens:,} tokens, {needed} needed")
     return Fit(fit >= needed, fit, needed, [*report.lines, verdict])
-
-
-@dataclass
-class ArmRow:
-    """One repetition of one arm, as its passport (or its failure) says; see the module docstring."""
-
-    name: str
-    varies: dict[str, str]
-    status: str
-    reason: str | None = None
-    run: str | None = None  # its run (or sweep level) folder, relative to the campaign folder
-    passport_sha256: str | None = None
-    verdict: str | None = None
-    canaries: str | None = None
-    fit: dict[str, Any] | None = None
-    kv_tokens: dict[str, int | None] = field(default_factory=lambda: {"configured": None, "realized": None})
-    context_per_sequence: int | None = None
-    throughput: dict[str, float | None] = field(default_factory=dict)
-    goodput: dict[str, float | None] = field(default_factory=dict)
-    ttft: dict[str, float | None] = field(default_factory=dict)
-    e2e: dict[str, float | None] = field(default_factory=dict)
-    slo_met: bool | None = None
-    peak_memory_bytes: int | None = None
-    cost: dict[str, Any] | None = None
-    discarded: list[str] = field(default_factory=list)
-    invariants: dict[str, Any] = field(default_factory=dict)
-    broken: list[str] = field(default_factory=list)
-    objective: float | None = None
-    round: int = 1
-    accuracy: dict[str, dict[str, float | None]] | None = None  # by set: alone, under_load, drop
 
 
 def failed_arm(arm: ArmSpec, status: str, reason: str, fit: Fit | None = None) -> ArmRow:
@@ -261,39 +222,6 @@ def _compare_invariants(rows: list[ArmRow], mode: str) -> None:
                               + (f" (declare varies.{name} if intended)" if name in INVARIANT_VARIES else ""))
         if row.broken and row.status in ("ranked", "no_value"):
             row.status, row.reason = "not_comparable", "; ".join(row.broken)
-
-
-@dataclass
-class ArmSummary:
-    """One arm over its repetitions: its status, its figures' means, its objective's interval, its
-    rank group and the arms it is tied with; the repetitions' own rows beside."""
-
-    name: str
-    varies: dict[str, str]
-    status: str
-    reason: str | None
-    fit: dict[str, Any] | None
-    kv_tokens: dict[str, int | None]
-    context_per_sequence: int | None
-    repetitions_run: int
-    run: str | None  # the first repetition's folder (the report links every one)
-    verdict: str | None
-    canaries: str | None
-    throughput: dict[str, float | None]
-    goodput: dict[str, float | None]
-    ttft: dict[str, float | None]
-    e2e: dict[str, float | None]
-    slo_met: bool | None  # in every repetition
-    peak_memory_bytes: int | None  # the largest of any repetition
-    cost: dict[str, Any] | None
-    discarded: list[str]
-    broken: list[str]
-    objective: float | None  # the mean over its repetitions
-    interval: dict[str, float | int | None]  # low, high (95 % t), sd, n
-    rank: int | None = None
-    tied_with: list[str] = field(default_factory=list)
-    repetitions: list[dict[str, Any]] = field(default_factory=list)
-    accuracy: dict[str, dict[str, float | None]] | None = None  # by set, the means over its repetitions
 
 
 def _mean(values: list[Any]) -> float | None:

@@ -125,12 +125,11 @@ def code_identity() -> dict[str, str]:
     code a worker runs (every .py file of passport, harness and workloads: the same version with an
     edited file differs), the raw-data schema its rows are written in, and the Python version."""
     import harness
-    import passport
     import workloads
 
     digest = hashlib.sha256()
-    for package in (passport, harness, workloads):
-        root = Path(str(package.__file__)).parent
+    # passport's own folder from this file's place, not by importing the package from inside it
+    for root in (Path(__file__).parent.parent, *(Path(str(p.__file__)).parent for p in (harness, workloads))):
         for path in sorted(root.rglob("*.py")):
             digest.update(path.relative_to(root.parent).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     try:

@@ -1,6 +1,8 @@
-"""`passport run --save-result`: vLLM's result JSON of the run just written, named and placed as
-`vllm bench serve` names and places it (--result-dir, --result-filename, --label), for the
-scripts and dashboards that read vLLM's files (`passport.audit._vllm_result`)."""
+"""The peers' own result files of runs: `passport run --save-result` writes vLLM's result JSON of
+the run just written, named and placed as `vllm bench serve` names and places it (--result-dir,
+--result-filename, --label); `--output-path` writes guidellm's benchmarks.json; `show --as TOOL
+--json` writes any of them. For the scripts and dashboards that read those tools' files
+(`passport.audit._vllm_result`, `passport.audit._peer_files`)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["save_result", "vllm_result_of"]
+__all__ = ["save_result", "vllm_result_of", "peer_file", "write_guidellm_report"]
 
 
 # vLLM bench serve's --backend for each endpoint kind it has a client for (a result names it)
@@ -77,3 +79,29 @@ def _texts(run: Any, ids: list[int]) -> list[str]:
         return [""] * len(ids)
     text = dict(zip(table.column("request_id").to_pylist(), table.column("response_text").to_pylist(), strict=True))
     return [str(text.get(i) or "") for i in ids]
+
+
+def peer_file(tool: str, runs: list[Any]) -> dict[str, Any]:
+    """guidellm's or AIPerf's result file of opened runs (guidellm: one benchmark per run; AIPerf:
+    the first run)."""
+    from passport.audit import aiperf_export, guidellm_report, tool_view
+    from passport.cli._version import version
+
+    def view(run: Any) -> Any:
+        api = str(run.data["protocol"]["effective"]["endpoint"]["api"])
+        return tool_view(run.files, tool, api)  # type: ignore[arg-type]
+
+    if tool == "guidellm":
+        return guidellm_report([(run.data, view(run)) for run in runs], version())
+    return aiperf_export(runs[0].data, view(runs[0]), version())
+
+
+def write_guidellm_report(path: Path, folders: list[Path]) -> Path:
+    """guidellm's benchmarks.json of run folders this process has just written (`--output-path`:
+    a folder gets benchmarks.json inside, as guidellm resolves it); returns where it went."""
+    from passport.audit import Trust, open_run
+
+    target = path / "benchmarks.json" if path.is_dir() else path
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(peer_file("guidellm", [open_run(f, Trust()) for f in folders])) + "\n")
+    return target

@@ -1,7 +1,22 @@
-"""A/A: runs of one simulator spec, compared pairwise, must not be told apart (issues 12 and 28),
-on a quiet machine and beside a CPU hog (one busy process per core). The twenty pairs come from
-seven runs; at least 19 must show no significant difference on every statistic
-(benchmarks/compare_aa.py runs twenty independent pairs of larger runs in both cases)."""
+"""A/A: runs of one simulator spec, compared pairwise (issues 12, 28 and 57), on a quiet machine
+and beside a CPU hog (one busy process per core).
+
+The scripted delays of every run come from one distribution, so compare must call no difference
+the engine did not make. But the simulated engine shares the machine: on a busy one its own
+timers really do fire later in one run than in another (CI found pairs at ITL p99 11 against 8 ms,
+and 15 of 20 pairs called, while another test file loaded the machine), so "no call" is not the
+truth there. The truth is the server's own record (tests/server_truth.py: its stamps of each
+request's arrival and of each event it wrote): every call compare makes must be one the server's
+record makes too, the same statistic moved the same way by at least half the minimum effect. A
+call the server does not show is the client's own error and fails the test, on any machine.
+
+False failures: none from chance. The runs' only randomness is the server's own draws of its
+delays (gamma, 30 +- 5 ms), so a difference chance makes (a TTFT p50 10 % apart: 3.4 standard
+errors of the difference of two medians of 100, about 1 pair in 1,300) is in the server's record
+too, and accepted. A call the record does not show is a difference the client made.
+(The earlier form, at least 19 of 20 pairs uncalled, failed on busy CI machines though the
+server had really slowed; benchmarks/compare_aa.py still prints clean pairs per case.)
+"""
 
 from __future__ import annotations
 
@@ -13,19 +28,26 @@ import pytest
 
 from harness.simulator import cpu_hog
 from passport.audit import Trust, open_run
-from passport.judge import compare_runs
+from passport.judge import MIN_EFFECT, compare_runs
 from passport.model import parse_spec
 from passport.run import execute
 from tests.conftest import LENIENT_CLIENT, SimFactory
+from tests.server_truth import server_samples, server_statistic
 
 pytestmark = pytest.mark.slow  # whole runs against the simulated engine, seconds each
 
 CALLED = ("faster", "slower", "higher", "lower")
 
 
+def _server_moved(a: dict, b: dict, metric: str, stat: str, verdict: str) -> float:
+    """How far (relative, signed as the verdict says) the server's own statistic moved from a to b."""
+    base, other = server_statistic(a, metric, stat), server_statistic(b, metric, stat)
+    change = (other - base) / base
+    return change if verdict in ("slower", "higher") else -change
+
+
 @pytest.mark.parametrize("machine", ["quiet", "busy"])
-def test_twenty_a_a_comparisons_find_nothing_in_at_least_nineteen(simulator: SimFactory, tmp_path: Path,
-                                                                   machine: str) -> None:
+def test_a_a_comparisons_call_only_what_the_server_did(simulator: SimFactory, tmp_path: Path, machine: str) -> None:
     url = simulator("--ttft-ms", "30", "--ttft-jitter-ms", "5", "--itl-ms", "3", "--seed", "11")
     raw = {"name": "aa", "endpoint": {"base_url": url}, "canaries": "none", "validity": LENIENT_CLIENT,
            "workload": {"tokenizer": "none", "input_tokens": {"dist": "fixed", "value": 8},
@@ -33,10 +55,17 @@ def test_twenty_a_a_comparisons_find_nothing_in_at_least_nineteen(simulator: Sim
            "load": {"pattern": "closed", "concurrency": 4, "measure": {"requests": 100}}}
     with cpu_hog() if machine == "busy" else contextlib.nullcontext():
         runs = [execute(parse_spec(raw), raw, [], tmp_path).folder for _ in range(7)]
-    pairs = list(itertools.combinations(runs, 2))[:20]
-    called = []
-    for a, b in pairs:
+    truth = {run: server_samples(run) for run in runs}
+    assert all(len(t["ttft.any"]) == 100 and len(t["itl.chunk"]) == 700 for t in truth.values())
+    unexplained, called = [], []
+    for a, b in list(itertools.combinations(runs, 2))[:20]:
         rows = compare_runs([open_run(a, Trust()), open_run(b, Trust())]).metrics[0]
         assert any(m.p is not None for m in rows)  # statistics were tested, not all skipped
-        called.append([f"{m.metric}.{m.stat}: {m.verdict}" for m in rows if m.verdict in CALLED])
-    assert sum(not c for c in called) >= 19, called
+        calls = [m for m in rows if m.verdict in CALLED]
+        called.append([f"{m.metric}.{m.stat}: {m.verdict}" for m in calls])
+        for m in calls:
+            moved = _server_moved(truth[a], truth[b], m.metric, m.stat, m.verdict)
+            if moved < MIN_EFFECT / 2:
+                unexplained.append(f"{a.name} vs {b.name} {m.metric}.{m.stat} {m.verdict}: the server's own "
+                                   f"moved {moved:+.1%} that way")
+    assert not unexplained, (unexplained, called)

@@ -340,8 +340,12 @@ mount -t tmpfs -o size="$SIZE" tmpfs "$MNT"
 "$PY" -m passport.cli run "$SPEC" --out "$MNT" --quiet > "$OUT/stdout" 2> "$OUT/stderr" &
 pid=$!
 if [ "$FILL" = 1 ]; then
-  until ls "$MNT"/*/passport.draft.json >/dev/null 2>&1 || ! kill -0 $pid 2>/dev/null; do sleep 0.05; done
-  sleep 2.5
+  # once the timed phase has flushed its first rows (part 0 is the empty one the writer opens
+  # with; a fixed 2.5 s after the draft fell before any on a busy machine, where canaries and
+  # calibration take longer, and the run rightly kept 0 requests)
+  until ls "$MNT"/*/requests.parts/part-000001.parquet >/dev/null 2>&1 || ! kill -0 $pid 2>/dev/null; do
+    sleep 0.05
+  done
   head -c 1G /dev/zero > "$MNT/filler" 2>/dev/null
 fi
 wait $pid

@@ -30,6 +30,7 @@ from tests.docs_blocks import as_script, block_after
 from tests.faults import fault
 from tests.integration.test_campaign import SIM, _campaign
 from tests.integration.test_report_html import chromium
+from tests.server_truth import server_samples, server_statistic
 
 pytestmark = pytest.mark.slow  # the tutorial: seven runs against the simulated engine (about a minute)
 
@@ -62,9 +63,21 @@ def test_the_tutorials_gates_say_what_happened(tutorial: dict[str, Any]) -> None
     props = {p.get("name"): p.get("value") for p in ttft.iter("property")}
     assert props["verdict"] == "FAIL" and ttft.find("failure") is not None
     base, now = float(props["baseline"] or 0), float(props["current"] or 0)
-    assert 0.019 < base < 0.03 and 0.059 < now < 0.08  # the scripted TTFTs, 20 ms and 60 ms, plus the client
+    # the figures are the runs' own, and no faster than the server's own record of them (a token is
+    # seen after it was written): the scripted 20 and 60 ms, as late as a busy machine made them
+    p95 = {run: _ttft_p95(run) for build in ("v1", "v3") for run in tutorial["out"].glob(f"{build}/*/")
+           if (run / "passport.json").is_file()}
+    (base_run,) = [run for run, value in p95.items() if f"{value:.6g}" == props["baseline"] and run.parent.name == "v1"]
+    (now_run,) = [run for run in p95 if run.parent.name == "v3"]
+    assert f"{p95[now_run]:.6g}" == props["current"]  # JUnit properties carry six digits
+    server_base, server_now = (server_statistic(server_samples(r), "ttft.any", "p95") for r in (base_run, now_run))
+    assert base >= server_base and now >= server_now and server_now - server_base > 0.030, (server_base, server_now)
     low, high = json.loads(props["interval"] or "[]")
     assert 0.1 < low <= float(props["change"] or 0) <= high
+
+
+def _ttft_p95(run: Path) -> float:
+    return float(json.loads((run / "passport.json").read_text())["results"]["metrics"]["ttft.any"]["p95"])
 
 
 def _history(ledger: Path, tmp_path: Path) -> list[dict[str, Any]]:
@@ -180,6 +193,7 @@ def test_a_baseline_of_another_workload_or_not_valid_is_refused(tutorial: dict[s
     url = simulator("--ttft-ms", "20", "--itl-ms", "2")
     spec = yaml.safe_load((REPO / "specs/ledger-tutorial/spec.yaml").read_text())
     spec["endpoint"]["base_url"], spec["canaries"] = url, "none"
+    spec["validity"] = {**(spec.get("validity") or {}), **LENIENT_CLIENT}  # VALID on a busy machine too
     spec["workload"]["output_tokens"]["value"] = 4  # another workload
     (tmp_path / "other.yaml").write_text(yaml.safe_dump(spec))
     done = run_cli("run", str(tmp_path / "other.yaml"), "--out", str(tmp_path / "out"), "--quiet")

@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from harness import free_port
-from tests.conftest import REPO
+from tests.conftest import LENIENT_FLAGS, REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.installed]
 
@@ -90,7 +90,9 @@ VLLM_FLAGS = ("--max-concurrency", "4", "--num-prompts", "40", "--input-len", "3
 
 
 def _run(installed: Installed, url: str, out: str, said: str = "") -> Path:
-    result = installed.passport("run", "--endpoint", url, *VLLM_FLAGS, "--out", out)
+    # lenient client limits: the journey is the subject, and a machine busy beside it starves the
+    # client (loop lag 4 ms, INVALID by client_not_bound, in the stress tier); the rule has its own tests
+    result = installed.passport("run", "--endpoint", url, *VLLM_FLAGS, *LENIENT_FLAGS, "--out", out)
     assert result.returncode == 0 and "Result is: VALID" in result.stdout, result.stdout + result.stderr
     assert said in result.stderr, result.stderr
     line = next(x for x in result.stdout.splitlines() if x.startswith("passport: "))

@@ -77,7 +77,9 @@ def unavailable() -> str | None:
             return f"`{tool}` is not installed (iproute2 / util-linux)"
     if not os.path.exists("/dev/net/tun"):
         return "/dev/net/tun is missing (the userspace wire needs TAP devices)"
-    probe = "pphprobe"
+    # a name of this process's own: each pytest worker probes while it collects, and two probes of
+    # one name raced ("File exists"), skipping the multi-host tests on the worker that lost
+    probe = f"pphprobe{os.getpid()}"
     made = _ip("netns", "add", probe, check=False)
     if made.returncode != 0:
         return f"this machine refuses network namespaces: {made.stderr.strip()}"

@@ -17,7 +17,10 @@ import numpy as np
 import orjson
 import pyarrow.parquet as pq
 
-__all__ = ["server_samples", "server_statistic", "THROUGHPUT_FROM"]
+__all__ = ["server_samples", "server_statistic", "server_moved", "THROUGHPUT_FROM", "CALLED"]
+
+# compare's words for a called difference
+CALLED = ("faster", "slower", "higher", "lower")
 
 # A throughput's truth is the server's mean end-to-end time: a closed loop's rate is its
 # concurrency over it, so the rate moves by the inverse of the mean's change
@@ -54,3 +57,12 @@ def server_statistic(samples: dict[str, np.ndarray], metric: str, stat: str) -> 
     if metric.startswith(("throughput", "goodput")):
         return 1.0 / float(np.mean(samples[THROUGHPUT_FROM]))
     return float(np.quantile(samples[metric], float(stat.removeprefix("p").replace("_", ".")) / 100))
+
+
+def server_moved(base: dict[str, np.ndarray], other: dict[str, np.ndarray], metric: str, stat: str,
+                 verdict: str) -> float:
+    """How far the server's own statistic moved from `base` to `other`, relative to base, signed so
+    that a move the way compare's `verdict` says is positive."""
+    before, after = server_statistic(base, metric, stat), server_statistic(other, metric, stat)
+    change = (after - before) / before
+    return change if verdict in ("slower", "higher") else -change

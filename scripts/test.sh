@@ -44,25 +44,10 @@ if [ "${1:-}" = "--stress" ]; then
   bash scripts/setup.sh --test --no-engine >/dev/null
   exec .venv/bin/python scripts/stress.py "$@"
 fi
-# .venv first; then the engines (llama-server's build, the model, vLLM's, MLX's and the peers'
-# environments: minutes on an empty cache) are set up beside the tests that need none of them,
-# which run first; a test that needs them waits for that set-up (tests/conftest.py)
-bash scripts/setup.sh --test --no-engine >/dev/null
-pending="$(mktemp -d)/setup"
-( set +e; bash scripts/setup.sh --test --mlx --peers >"$pending.log" 2>&1; echo $? >"$pending.rc.part"
-  mv "$pending.rc.part" "$pending.rc" ) &
-setup_job=$!
+bash scripts/setup.sh --test --mlx --peers >/dev/null
 .venv/bin/python -m ruff check passport harness workloads canaries tests benchmarks scripts
 .venv/bin/python -m mypy
 if [ "$#" -eq 0 ]; then
   set -- "${workers[@]}"
 fi
-rc=0
-PASSPORT_SETUP_PENDING="$pending" .venv/bin/python -m pytest "$@" || rc=$?
-wait "$setup_job"  # a set-up stopped half-way would leave its cache half-made
-grep "^\[setup" "$pending.log" >&2 || true
-if [ "$(cat "$pending.rc")" != 0 ]; then
-  echo "[setup] the engines' set-up failed (exit $(cat "$pending.rc")); its log: $pending.log" >&2
-  [ "$rc" = 0 ] && rc=1
-fi
-exit "$rc"
+exec .venv/bin/python -m pytest "$@"

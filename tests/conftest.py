@@ -68,6 +68,7 @@ def client_starved_only(output: str) -> bool:
             and all(line.startswith("FAIL: client_not_bound:") and "cause: other processes on this machine" in line
                     for line in fails))
 
+
 SimFactory = Callable[..., str]
 
 
@@ -165,57 +166,15 @@ def closed_port() -> int:
         return int(sock.getsockname()[1])
 
 
-# scripts/test.sh sets the engines up (llama-server's build, the model, vLLM's, MLX's and the peers'
-# environments) beside the tests that need none of it: this names the files of that set-up, whose
-# `.rc` appears, holding its exit code, once it has ended (its output is in `.log`).
-SETUP_PENDING = os.environ.get("PASSPORT_SETUP_PENDING")
-NEEDS_SETUP = ("e2e", "model", "vllm", "mlx", "peers")
-
-
-def _needs_setup(item: pytest.Item) -> bool:
-    return any(item.get_closest_marker(name) is not None for name in NEEDS_SETUP)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Markers from what a test uses: `simulator` where it starts the simulated engine, `model`
-    where it needs the GGUF (the tiers in scripts/test.sh select on them). While the engines are
-    still being set up, the tests that need them go last (in their order), so the others run first."""
+    where it needs the GGUF (the tiers in scripts/test.sh select on them)."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         if "simulator" in fixtures:
             item.add_marker(pytest.mark.simulator)
         if "gguf_path" in fixtures:
             item.add_marker(pytest.mark.model)
-    if SETUP_PENDING:
-        items.sort(key=_needs_setup)  # stable: each group keeps its order
-
-
-def _setup_failure() -> str | None:
-    """Wait until the set-up beside the tests has ended; its log's tail if it failed."""
-    rc_file, log_file = Path(f"{SETUP_PENDING}.rc"), Path(f"{SETUP_PENDING}.log")
-    while not rc_file.is_file() or not rc_file.read_text().strip():
-        time.sleep(1)
-    if rc_file.read_text().strip() == "0":
-        return None
-    tail = log_file.read_text(errors="replace")[-4000:] if log_file.is_file() else "(no log)"
-    return f"the engines' set-up (scripts/setup.sh) failed with exit {rc_file.read_text().strip()}:\n{tail}"
-
-
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
-    """A test that needs the engines waits here for their set-up, before its timeout starts
-    (pytest-timeout's wrapper runs inside this one); if the set-up failed, the test fails with its log."""
-    if SETUP_PENDING and _needs_setup(item):
-        failure = _setup_failure()
-        if failure is not None:
-            item.add_marker(pytest.mark.setup_failed(failure))
-    yield
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    failed = item.get_closest_marker("setup_failed")
-    if failed is not None:
-        pytest.fail(str(failed.args[0]), pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness.simulator import cpu_hog
+
 REPO = Path(__file__).resolve().parent.parent
 FAST = "not e2e and not ray and not slow"
 TIERS = "not e2e and not ray"  # the fast tier and the integration tier (the simulated engine's slow runs)
@@ -36,37 +38,37 @@ def _load_round(python: str, scratch: Path, round_no: int) -> subprocess.Popen[b
     """One round of the fast tier in its own process, its own temporary folder and signing keys,
     quiet but for its closing lines (kept in scratch/round-N.log)."""
     env = {**os.environ, "TMPDIR": str(scratch), "PASSPORT_KEY_DIR": str(scratch / "keys")}
-    log = (scratch / f"round-{round_no}.log").open("wb")
     command = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--basetemp", str(scratch / f"round-{round_no}"),
                "-m", _select(FAST)]
-    return subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with (scratch / f"round-{round_no}.log").open("wb") as log:
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def main(argv: list[str]) -> int:
     python = sys.executable
-    cores = os.cpu_count() or 1
-    hogs = [subprocess.Popen([python, "-c", "while True: pass"], stdin=subprocess.DEVNULL, start_new_session=True)
-            for _ in range(cores)]
     scratch = Path(tempfile.mkdtemp(prefix="passport-stress-"))
-    print(f"stress: {cores} CPU hog(s) and a second pytest process (the fast tier, round after round) "
-          f"beside the run; their logs in {scratch}", flush=True)
     started = time.monotonic()
     rounds: list[tuple[int, int]] = []  # (round, exit code) of each finished round
-    load = _load_round(python, scratch, 1)
-    main_run = subprocess.Popen([python, "-m", "pytest", "-n", os.environ.get("PASSPORT_TEST_WORKERS", "2"),
-                                 "--dist", "loadfile", "-m", _select(TIERS), *argv], cwd=REPO)
-    try:
-        while main_run.poll() is None:
-            if load.poll() is not None:
-                rounds.append((len(rounds) + 1, load.returncode))
-                load = _load_round(python, scratch, len(rounds) + 1)
-            time.sleep(0.5)
-    finally:
-        for proc in (load, *hogs, main_run):
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL) if proc is not main_run else proc.terminate()
-        for proc in (load, *hogs, main_run):
-            proc.wait()
+    with cpu_hog() as cores:
+        print(f"stress: {cores} CPU hog(s) and a second pytest process (the fast tier, round after round) "
+              f"beside the run; their logs in {scratch}", flush=True)
+        load = _load_round(python, scratch, 1)
+        main_run = subprocess.Popen([python, "-m", "pytest", "-n", os.environ.get("PASSPORT_TEST_WORKERS", "2"),
+                                     "--dist", "loadfile", "-m", _select(TIERS), *argv], cwd=REPO)
+        try:
+            while main_run.poll() is None:
+                if load.poll() is not None:
+                    rounds.append((len(rounds) + 1, load.returncode))
+                    load = _load_round(python, scratch, len(rounds) + 1)
+                time.sleep(0.5)
+        finally:
+            if load.poll() is None:
+                os.killpg(load.pid, signal.SIGKILL)  # the round and every process it started
+            if main_run.poll() is None:
+                main_run.terminate()
+            load.wait()
+            main_run.wait()
     failed = [n for n, code in rounds if code != 0]
     minutes = (time.monotonic() - started) / 60
     logs = " (" + ", ".join(str(scratch / f"round-{n}.log") for n in failed) + ")" if failed else ""

@@ -17,7 +17,9 @@ import numpy as np
 import orjson
 import pyarrow.parquet as pq
 
-__all__ = ["server_samples", "server_statistic", "server_moved", "THROUGHPUT_FROM", "CALLED"]
+from passport.judge import MIN_EFFECT
+
+__all__ = ["server_samples", "server_statistic", "server_moved", "server_shows", "THROUGHPUT_FROM", "CALLED"]
 
 # compare's words for a called difference
 CALLED = ("faster", "slower", "higher", "lower")
@@ -66,3 +68,10 @@ def server_moved(base: dict[str, np.ndarray], other: dict[str, np.ndarray], metr
     before, after = server_statistic(base, metric, stat), server_statistic(other, metric, stat)
     change = (after - before) / before
     return change if verdict in ("slower", "higher") else -change
+
+
+def server_shows(base: dict[str, np.ndarray], other: dict[str, np.ndarray], metric: str, stat: str,
+                 verdict: str) -> bool:
+    """Whether the server's own record makes compare's call too: the statistic moved the way the
+    verdict says by at least half the minimum effect compare calls."""
+    return server_moved(base, other, metric, stat, verdict) >= MIN_EFFECT / 2
